@@ -404,9 +404,25 @@ def _check_steps(steps, name):
     return steps.__index__() if isinstance(steps, Tensor) else steps
 
 
+def _range_recorder(start, end, steps):
+    """Under a capture, a range given a traced tensor (its ends, or its count as a 0-d
+    integer tensor) is one node that runs again at their values: (capture, its args with
+    a traced count read as a traced int); else None."""
+    if not any(isinstance(v, Tensor) for v in (start, end, steps)):
+        return None
+    m = _mode_recorder((start, end, steps))
+    if m is None:
+        return None
+    r = _traced_ints(steps)
+    return m, (start, end, steps if r is None else r[1][0])
+
+
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None,
              layout=None):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if _mode_active[0] and out is None and (m := _range_recorder(start, end, steps)):
+        return m[0].composite("linspace", linspace, m[1], {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad})
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
@@ -466,6 +482,9 @@ def _reduced_line(start, end, steps, np_dtype):
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False,
              out=None, layout=None):
     """``base ** linspace(start, end, steps)``."""
+    if _mode_active[0] and out is None and (m := _range_recorder(start, end, steps)):
+        return m[0].composite("logspace", logspace, m[1] + (base,), {
+            "dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt = _dt.to_dtype(_out_dtype(dtype, out)) or _dt.get_default_dtype()
     out_name = _range_out_name(start, end)
     start, end = _num(start), _num(end)
@@ -559,9 +578,18 @@ def _new_like(self, dtype, device):
     return (_dt.to_dtype(dtype) or self.dtype), (backend.as_device(device) or self.device)
 
 
+def _traced_ints(*values):
+    from ember.ops._util import traced_ints  # (ember.ops imports this module)
+    return traced_ints(*values)
+
+
 def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
                pin_memory=False):
     """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
+    if _mode_active[0] and (r := _traced_ints(*size)) is not None:
+        # a traced size: one node, its shape made again at the value
+        return r[0].composite("new_zeros", _new_zeros, (self,) + r[1],
+                              {"dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt, dev = _new_like(self, dtype, device)
     return _filled(0, size, dt, dev, requires_grad)
 
@@ -569,6 +597,10 @@ def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout
 def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
               pin_memory=False):
     """Ones of ``size`` with this tensor's dtype and device (unless given)."""
+    if _mode_active[0] and (r := _traced_ints(*size)) is not None:
+        # a traced size: one node, its shape made again at the value
+        return r[0].composite("new_ones", _new_ones, (self,) + r[1],
+                              {"dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt, dev = _new_like(self, dtype, device)
     return _filled(1, size, dt, dev, requires_grad)
 
@@ -583,6 +615,9 @@ def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout
 def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
               layout=None, pin_memory=False):
     """``fill_value`` everywhere, with this tensor's dtype and device (unless given)."""
+    if _mode_active[0] and (r := _traced_ints(size)) is not None:
+        return r[0].composite("new_full", _new_full, (self, r[1][0], fill_value),
+                              {"dtype": dtype, "device": device, "requires_grad": requires_grad})
     dt, dev = _new_like(self, dtype, device)
     size = (size,) if isinstance(size, (int, np.integer)) else size
     return _filled(fill_value, size, dt, dev, requires_grad)

@@ -11,7 +11,7 @@ from ember._tensor import _mode_active, _mode_recorder
 from ember.backend.dtypes import to_dtype
 from ember.ops._einsum import _tname
 from ember.ops._linalg_util import LinAlgError
-from ember.ops._util import int_args, reduced_float, type_name
+from ember.ops._util import int_args, reduced_float, traced_ints, type_name
 from ember.ops.composite_node import one_node
 from ember.ops.join import cat
 from ember.ops.linalg import _cross, _write_out, matmul, matrix_power, multi_dot_chain
@@ -101,6 +101,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     ``ord`` is any real number or +-inf: ``sum(|x|^ord)^(1/ord)``, with ``ord=0``
     counting nonzeros and +-inf taking the max/min of ``|x|``.
     """
+    if _mode_active[0] and out is None and (r := traced_ints(ord, dim)) is not None:
+        # a traced order picks the formula in Python: the call is one node
+        return r[0].composite("linalg_vector_norm", vector_norm, (x,) + r[1] + (keepdim,),
+                              {"dtype": dtype})
     if isinstance(ord, str):
         raise RuntimeError(f"linalg.vector_norm: Expected a non-string ord, but got '{ord}'")
     x = _cast(x, dtype, "linalg.vector_norm")
@@ -172,6 +176,9 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
     ``matrix_norm``. Without ``dim``: a 1-D or 2-D input's vector or matrix norm
     when ``ord`` is given, else the 2-norm of all elements.
     """
+    if _mode_active[0] and out is None and (r := traced_ints(ord, dim)) is not None:
+        # a traced order or dim picks the norm in Python: the call is one node
+        return r[0].composite("linalg_norm", norm, (A,) + r[1] + (keepdim,), {"dtype": dtype})
     if dim is not None:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
         if len(dims) == 1:
@@ -244,6 +251,9 @@ def tensorinv(A, ind=2, *, out=None):
 
 def tensorsolve(A, B, dims=None, *, out=None):
     """The ``X`` with ``tensordot(A, X, X.ndim) == B``."""
+    if _mode_active[0] and out is None and (r := traced_ints(dims)) is not None:
+        # traced dims order the permutation in Python: the call is one node
+        return r[0].composite("linalg_tensorsolve", tensorsolve, (A, B) + r[1], {})
     if dims is not None:
         nd = A.dim()
         dims = [d % nd for d in dims]
@@ -256,6 +266,9 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def vander(x, *, N=None):
     """The Vandermonde matrix: ``x[..., None] ** arange(N)`` (increasing powers)."""
+    if _mode_active[0] and (r := traced_ints(N)) is not None:
+        # a traced count of columns: the expand's size is computed in Python, so one node
+        return r[0].composite("linalg_vander", vander, (x,), {"N": r[1][0]})
     kind = x._data.dtype.kind
     if kind == "b" or x._data.dtype.itemsize == 2 and kind == "f" or x.dtype.name == "bfloat16":
         from ember.ops._util import scalar_type_name

@@ -79,10 +79,8 @@ def test_trace_follows_the_value_at_other_values_and_batch_sizes(name, dtype):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
-# (Diagonal, DiagEmbed, _Var and _Aminmax have no TorchScript spelling yet;
-# index_select's constant index array made inside the function cannot be written)
-_SAVED = sorted(set(_FOLLOWED) - {"diagonal offset", "diag_embed offset", "var dim",
-                                  "index_select dim", "aminmax dim"})
+# (index_select's constant index array made inside the function cannot be written)
+_SAVED = sorted(set(_FOLLOWED) - {"index_select dim"})
 
 
 @pytest.mark.parametrize("name", _SAVED)

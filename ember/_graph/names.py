@@ -56,10 +56,23 @@ NORM_CALLS = ("batch_norm", "instance_norm")
 # factorization's check that raises): recorded whole by ``compile`` alone, run again at
 # every replay (``composite_node.compile_recorder``); a trace keeps their ops
 COMPILE_CALLS = ("quantile", "nanquantile", "lu", "linalg_lu_factor", "linalg_lu_factor_ex")
+# calls given a traced 0-d integer tensor where they use the int in Python (a dim that
+# picks a layout, a window, a count, a size list, a number): recorded whole with the
+# traced int read from it (``Int``), so a replay runs the call at the value then
+INT_ARG_CALLS = ("select", "select_scatter", "glu", "unfold", "rot90", "diff",
+                 "linalg_matrix_power", "linalg_vander", "pixel_shuffle", "pixel_unshuffle",
+                 "mvlgamma", "constant_pad_nd", "repeat", "hsplit", "vsplit", "dsplit",
+                 "nonzero_static", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+                 "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+                 "as_strided", "as_strided_scatter", "new_zeros", "new_ones", "new_full",
+                 "addmm", "addmv", "baddbmm", "addbmm", "dist", "renorm", "histc",
+                 "grid_sampler_2d", "grid_sampler_3d", "im2col", "linalg_vector_norm",
+                 "linalg_norm", "linalg_tensorsolve", "norm", "cov", "gradient",
+                 "linspace", "logspace", "movedim")
 INT_CALLS = ("size", "int.add", "int.sub", "int.mul", "int.floordiv", "int.mod", "int.neg")
 RECORDED_CALLS = frozenset(SHAPE_CALLS + FACTORY_CALLS + RANDOM_CALLS + INT_CALLS +
                            RNN_CALLS + PACKING_CALLS + RESIZE_CALLS + SORT_CALLS + NORM_CALLS +
-                           VALUE_CALLS + DATA_CALLS + COMPILE_CALLS)
+                           VALUE_CALLS + DATA_CALLS + COMPILE_CALLS + INT_ARG_CALLS)
 
 _MISSING = object()
 

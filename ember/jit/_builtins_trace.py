@@ -114,3 +114,83 @@ def _linalg_householder_product(A, tau):
 
 _add("torch.linalg_inv_ex", _linalg_inv_ex)
 _add("torch.linalg_householder_product", _linalg_householder_product)
+
+
+def _linalg_matrix_power(A, n):
+    from ember import linalg
+    return linalg.matrix_power(A, n)
+
+
+def _linalg_vander(x, N=None):
+    from ember import linalg
+    return linalg.vander(x, N=N)
+
+
+# calls a trace records whole for an int read from a traced 0-d tensor
+_add("torch.linalg_matrix_power", _linalg_matrix_power)
+_add("torch.linalg_vander", _linalg_vander)
+
+
+def _grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    import ember
+    return ember.grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def _grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    import ember
+    return ember.grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def _im2col(input, kernel_size, dilation, padding, stride):
+    from ember.nn import functional as F
+    return F.unfold(input, kernel_size, dilation, padding, stride)
+
+
+_add("torch.grid_sampler_2d", _grid_sampler_2d)
+_add("torch.grid_sampler_3d", _grid_sampler_3d)
+_add("torch.im2col", _im2col)
+
+
+def _linalg_norm(A, ord=None, dim=None, keepdim=False, dtype=None):
+    from ember import linalg
+    return linalg.norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+def _linalg_tensorsolve(A, B, dims=None):
+    from ember import linalg
+    return linalg.tensorsolve(A, B, dims)
+
+
+_add("torch.linalg_norm", _linalg_norm)
+_add("torch.linalg_tensorsolve", _linalg_tensorsolve)
+
+
+def _nuclear_norm(x, dim, keepdim=False):
+    import ember
+    return ember.norm(x, "nuc", dim, keepdim)
+
+
+def _frobenius_norm(x, dim, keepdim=False):
+    import ember
+    return ember.norm(x, "fro", dim, keepdim)
+
+
+_add("torch.nuclear_norm", _nuclear_norm)
+_add("torch.frobenius_norm", _frobenius_norm)
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """``aten::embedding_bag``: the bags' reductions first (the other three outputs are
+    the kernel's workspaces, which traced code does not read: empty here)."""
+    import ember
+    from ember.nn import functional as F
+    out = F.embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq,
+                          mode=("sum", "mean", "max")[mode], sparse=sparse,
+                          per_sample_weights=per_sample_weights,
+                          include_last_offset=include_last_offset, padding_idx=padding_idx)
+    empty = ember.empty(0, dtype=ember.int64)
+    return out, empty, empty, empty
+
+
+_add("torch.embedding_bag", _embedding_bag)

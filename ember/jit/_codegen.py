@@ -22,6 +22,7 @@ import re
 
 from ember._graph.ir import Ref
 from ember.jit import (
+    _codegen_dim_ops,  # noqa: F401  (the ops along a dim, and the int-argument calls')
     _codegen_ops,  # noqa: F401  (registers every op's emitter)
     _codegen_pool_ops,  # noqa: F401  (the pooling family's)
     _codegen_value_ops,  # noqa: F401  (and the data-shaped calls')

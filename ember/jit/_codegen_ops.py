@@ -16,6 +16,7 @@ from ember.ops import (
     elementwise,
     extrema,
     gather_scatter,
+    index_along,
     indexing,
     join,
     losses,
@@ -288,7 +289,7 @@ def _picked(em, node, x, idx, dim, keepdim=True):
     return out if keepdim else f"{out}.squeeze({em.e(dim)})"
 
 
-@emits(gather_scatter.IndexSelect)
+@emits(index_along.IndexSelect)
 def _index_select(em, node, x, idx, dim):
     return f"torch.index_select({em.e(x)}, {em.e(dim)}, {em.e(idx)})"
 
@@ -469,28 +470,6 @@ def _interpolate(em, node, input, size=None, scale_factor=None, mode="nearest",
 @emits("pad")
 def _pad(em, node, x, pad, mode):
     return f"torch.pad({em.e(x)}, {em.ints(pad)}, {literal(mode)})"
-
-
-@emits("embedding_bag")
-def _embedding_bag(em, node, input, weight, offsets=None, max_norm=None, norm_type=2,
-                   scale_grad_by_freq=False, mode="mean", sparse=False,
-                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
-    """``torch.embedding_bag(weight, indices, offsets, ...)[0]``: a 2-D input is
-    flattened with offsets every row, as ``F.embedding_bag`` does in PyTorch."""
-    if max_norm is not None:
-        raise NotImplementedError("jit codegen: embedding_bag(max_norm=...)")
-    i = em.e(input)
-    if len(node.inputs[0].shape) == 2:
-        offsets = f"torch.arange(0, torch.numel({i}), torch.size({i}, 1))"
-        i = f"torch.reshape({i}, [-1])"
-    else:
-        offsets = em.e(offsets)
-    n = node.inputs[1].shape[0] if offsets is not None else 0
-    pad = None if padding_idx is None else (padding_idx + n if padding_idx < 0 else padding_idx)
-    modes = {"sum": 0, "mean": 1, "max": 2}
-    return (f"torch.embedding_bag({em.e(weight)}, {i}, {offsets}, "
-            f"{literal(bool(scale_grad_by_freq))}, {modes[mode]}, {literal(bool(sparse))}, "
-            f"{em.e(per_sample_weights)}, {literal(bool(include_last_offset))}, {literal(pad)})[0]")
 
 
 @emits("multilabel_margin_loss")

@@ -11,6 +11,7 @@ reflectors for the sizes at hand, ``triangular_solve``'s broadcast batch, ``frex
 exponents, ``isin``'s comparisons). Written
 as the aten call on the traced values, so a saved trace computes them at run time, as
 PyTorch's does."""
+from ember._graph.ir import Ref
 from ember.jit._codegen_emitter import emits, literal
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -189,3 +190,31 @@ def _frexp(em, node, input):
 def _isin(em, node, elements, test_elements, assume_unique=False, invert=False):
     return (f"torch.isin({em.e(elements)}, {em.e(test_elements)}, "
             f"assume_unique={literal(bool(assume_unique))}, invert={literal(bool(invert))})")
+
+
+@emits("embedding_bag")
+def _embedding_bag(em, node, input, weight, offsets=None, max_norm=None, norm_type=2,
+                   scale_grad_by_freq=False, mode="mean", sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """``torch.embedding_bag(weight, indices, offsets, ...)[0]``: a 2-D input is
+    flattened with offsets every row, as ``F.embedding_bag`` does in PyTorch."""
+    if max_norm is not None:
+        raise NotImplementedError("jit codegen: embedding_bag(max_norm=...)")
+    i = em.e(input)
+    if len(node.inputs[0].shape) == 2:
+        offsets = f"torch.arange(0, torch.numel({i}), torch.size({i}, 1))"
+        i = f"torch.reshape({i}, [-1])"
+    else:
+        offsets = em.e(offsets)
+    n = node.inputs[1].shape[0] if offsets is not None else 0
+    if isinstance(padding_idx, Ref):  # a traced 0-d tensor: wrapped at run time, as eager
+        k = f"int({em.e(padding_idx)})" if padding_idx.value.type == "Tensor" else \
+            em.e(padding_idx)
+        pad = f"({k} % torch.size({em.e(weight)}, 0))"
+    else:
+        pad = literal(None if padding_idx is None else
+                      (padding_idx + n if padding_idx < 0 else padding_idx))
+    modes = {"sum": 0, "mean": 1, "max": 2}
+    return (f"torch.embedding_bag({em.e(weight)}, {i}, {offsets}, "
+            f"{literal(bool(scale_grad_by_freq))}, {modes[mode]}, {literal(bool(sparse))}, "
+            f"{em.e(per_sample_weights)}, {literal(bool(include_last_offset))}, {pad})[0]")

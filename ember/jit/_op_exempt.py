@@ -26,6 +26,7 @@ from ember.ops import (
     extrema,
     fft,
     gather_scatter,
+    index_along,
     index_scatter,
     indexing,
     linalg_decomp,
@@ -40,7 +41,6 @@ from ember.ops import (
     rnn_packing,
     scan,
     shape,
-    variance,
     vector_norms,
 )
 
@@ -50,17 +50,16 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, variance._StdMean,
-    variance._VarMean,
-    gather_scatter.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,
+    elementwise.Addcdiv, elementwise.Addcmul,
+    index_along.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,
     index_scatter.IndexReduce,
     indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold,
-    ctc.CtcNll, diagonals.DiagEmbed, diagonals.Diagonal, diagonals.DiagonalScatter,
+    ctc.CtcNll, diagonals.DiagonalScatter,
     elementwise.TruncDivide, extrema._MaxAll, extrema._MinAll, extrema._MedianAll,
-    extrema._MedianDim, extrema._ModeDim, extrema._NanmedianAll, extrema._NanmedianDim,
-    fft.FftC2C, fft.FftC2R, fft.FftR2C, gather_scatter.IndexAdd, gather_scatter.IndexCopy,
-    gather_scatter.IndexFill, gather_scatter.Scatter, gather_scatter.ScatterAdd,
+    extrema._NanmedianAll,
+    fft.FftC2C, fft.FftC2R, fft.FftR2C, index_along.IndexAdd,
+    index_along.IndexFill, gather_scatter.Scatter,
     gather_scatter.ScatterReduce, indexing.GetItemAdvanced,
     indexing.IndexPut, indexing.IndexScatter, masking.MaskedScatter, linalg_decomp.Cholesky,
     linalg_decomp.CholeskyLegacy, diagonals.SelectScatter, diagonals.SliceScatter,
@@ -70,9 +69,9 @@ _NOT_YET = (
     pooling.GatherFlat, power.RPowScalar, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D,
     reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
-    reduction._CountNonzero, variance._Std, variance._Var, resample.Resample, resample.Take,
+    reduction._CountNonzero, resample.Resample, resample.Take,
     rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence, scan.Cumprod,
-    scan.GatherAlong, scan._Cummax, scan._Cummin, shape.Unfold)
+    scan.GatherAlong, shape.Unfold)
 
 # the fills are written (``torch.fill``); the rest of the storage group is not
 _STORAGE = tuple(c for c in STORAGE if not (isinstance(c, type) and

@@ -89,6 +89,7 @@ def make_traced_function(fn, graph, module=None):
     """The traced function: a ``ScriptFunction`` (jit-load's, compiled from the
     generated TorchScript) whose calls replay the IR; ``.graph`` is the IR."""
     from ember.jit._codegen import function_source
+    from ember.jit._errors import ScriptSafetyError
     from ember.jit._module import ScriptFunction, create_script_function
     name = getattr(fn, "__name__", "fn")
     qualname = "__torch__." + ("".join(c if c.isalnum() else "_" for c in name) or "fn")
@@ -98,6 +99,10 @@ def make_traced_function(fn, graph, module=None):
                                     constants=[c.data for c in graph.constants])
     except NotImplementedError as e:
         sf = ScriptFunction(None, qualname, f"# not expressible in TorchScript: {e}")
+    except ScriptSafetyError:
+        # TorchScript that ember's loader refuses to run (``as_strided``: strides a file
+        # could choose): the code stands as written, the calls replay the IR
+        sf = ScriptFunction(None, qualname, src)
     sf.__class__ = _traced_function_class()
     sf.graph = sf.inlined_graph = graph
     sf._jit_slots = _param_slots(module, graph) if module is not None else []
@@ -128,12 +133,13 @@ def make_traced_module(mod, graphs):
     spelling yet, a :class:`TracedModule` replaying the IR, whose ``code``/``save``
     raise ``NotImplementedError`` naming that op."""
     from ember.jit._codegen import module_sources
-    from ember.jit._errors import ScriptError
+    from ember.jit._errors import ScriptError, ScriptSafetyError
     from ember.jit._module import create_script_module
     try:
         methods, constants, sub_graphs = module_sources(graphs)
         sm = create_script_module(mod, methods, constants=constants)
-    except (NotImplementedError, ScriptError) as e:
+    except (NotImplementedError, ScriptError, ScriptSafetyError) as e:
+        # (ScriptSafetyError: TorchScript ember's loader refuses to run, ``as_strided``)
         tm = TracedModule(mod, graphs)
         tm.__dict__["_why"] = e
         return tm

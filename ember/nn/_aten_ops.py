@@ -7,12 +7,14 @@ Each is a thin adapter over ``ember.nn.functional`` or the recurrent layers of
 ``ember.ops.rnn``: no math is declared here.
 """
 from ember import _core as ember
+from ember._tensor import _mode_active
 from ember.nn import _rnn_unrolled
 from ember.nn import functional as F
 from ember.nn._functional_aten import conv_tbc, native_channel_shuffle  # noqa: F401
 
 # the multi-layer recurrent functions (one node each in a graph capture)
 from ember.nn.functional_rnn import gru, lstm, rnn_relu, rnn_tanh
+from ember.ops._util import traced_ints
 from ember.ops.composite_node import call
 from ember.ops.dropout import NativeDropout
 from ember.ops.norms import norm_except_dim  # noqa: F401  (with weight norm, in ops)
@@ -356,6 +358,10 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
 
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
     """:func:`grid_sampler` for 4-D input."""
+    if _mode_active[0] and \
+            (r := traced_ints(interpolation_mode, padding_mode, align_corners)) is not None:
+        # a traced mode picks the sampling in Python: one node
+        return r[0].composite("grid_sampler_2d", grid_sampler_2d, (input, grid) + r[1], {})
     if input.ndim != 4:
         raise RuntimeError(f"grid_sampler_2d(): expected 4D input, got {input.ndim}D")
     return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
@@ -363,6 +369,10 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
 
 def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
     """:func:`grid_sampler` for 5-D input."""
+    if _mode_active[0] and \
+            (r := traced_ints(interpolation_mode, padding_mode, align_corners)) is not None:
+        # a traced mode picks the sampling in Python: one node
+        return r[0].composite("grid_sampler_3d", grid_sampler_3d, (input, grid) + r[1], {})
     if input.ndim != 5:
         raise RuntimeError(f"grid_sampler_3d(): expected 5D input, got {input.ndim}D")
     return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)

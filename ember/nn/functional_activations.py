@@ -9,11 +9,11 @@ import functools
 import warnings
 
 from ember import _core as ember
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.ops import nn_fused as _fused
 from ember.ops._inplace import check_inplace, commit, source_for
-from ember.ops._util import scalar_type_name
+from ember.ops._util import scalar_type_name, traced_ints
 from ember.ops.activation_nodes import (  # noqa: F401  (the helpers stay importable here)
     Gelu,
     Glu,
@@ -391,6 +391,9 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
 
 def glu(input, dim=-1):
     """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``dim``."""
+    if _mode_active[0] and (r := traced_ints(dim)) is not None:
+        # a traced dim: the halves are cut in Python, so the call is one node
+        return r[0].composite("glu", glu, (input,) + r[1], {})
     if input.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
     d = input._wrap_dim(dim)

@@ -11,7 +11,7 @@ from ember._graph.ir import Ref
 from ember._graph.symint import TensorInt
 from ember.onnx._export import UnsupportedOnnxExport
 from ember.onnx._export_registry import _axes, _cast_to, _rank, exports
-from ember.ops import diagonals, gather_scatter, join, scan, shape, sorting
+from ember.ops import diagonals, gather_scatter, index_along, join, scan, shape, sorting
 
 __all__ = []
 
@@ -257,7 +257,7 @@ def _picked(g, node, x, idx, dim, keepdim=True):
     return out if keepdim else g.op("Squeeze", [out, _axes(g, [dim])])
 
 
-@exports(gather_scatter.IndexSelect)
+@exports(index_along.IndexSelect)
 def _index_select(g, node, x, idx, dim):
     return g.op("Gather", [g.tensor(x), g.tensor(idx)], axis=dim)
 
@@ -379,6 +379,33 @@ def _filled(g, node, *size, **kw):
 def _full(g, node, size, fill_value, **kw):
     return _fill(g, node, _shape_list((size,)) if not isinstance(size, (tuple, list))
                  else list(size), fill_value)
+
+
+# ----- calls recorded whole for a traced int (ember._graph.names.INT_ARG_CALLS) whose
+# ints are inputs of an ONNX op (the others take them as attributes: refused by name)
+@exports("new_zeros", "new_ones")
+def _new_filled(g, node, x, *size, **kw):
+    return _fill(g, node, _shape_list(size), 1 if node.op == "new_ones" else 0)
+
+
+@exports("new_full")
+def _new_full(g, node, x, size, fill_value, **kw):
+    return _fill(g, node, list(size), fill_value)
+
+
+@exports("repeat")
+def _repeat_call(g, node, x, *sizes):
+    return _repeat(g, node, x, _shape_list(sizes))
+
+
+@exports("constant_pad_nd")
+def _constant_pad_call(g, node, x, pad, value=0):
+    r = _rank(x)
+    begin, end = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        begin[r - 1 - i], end[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return g.op("Pad", [g.tensor(x), g.ints(begin + end), g.tensor(value, like=x)],
+                mode="constant")
 
 
 @exports("narrow")

@@ -10,6 +10,7 @@ from ember.ops import (  # noqa: F401
     extrema,
     flat_index,
     gather_scatter,
+    index_along,
     indexing,
     join,
     linalg,
@@ -41,6 +42,7 @@ from ember.ops.elementwise import *  # noqa: F401,F403
 from ember.ops.extrema import *  # noqa: F401,F403
 from ember.ops.flat_index import *  # noqa: F401,F403
 from ember.ops.gather_scatter import *  # noqa: F401,F403
+from ember.ops.index_along import *  # noqa: F401,F403
 from ember.ops.indexing import *  # noqa: F401,F403
 from ember.ops.join import *  # noqa: F401,F403
 from ember.ops.linalg import *  # noqa: F401,F403
@@ -65,7 +67,8 @@ from ember.ops.vector_norms import *  # noqa: F401,F403
 # `from ember.ops import *` gives the ops, not the family modules (so that, e.g.,
 # `ember.conv` or `ember.shape` do not appear as stray attributes of `ember`)
 __all__ = sorted({name for module in (adaptive_pooling, bitwise, conv, conversion, diagonals,
-                                      elementwise, extrema, flat_index, gather_scatter, indexing,
+                                      elementwise, extrema, flat_index, gather_scatter, index_along,
+                                      indexing,
                                       join, linalg, linalg_decomp, linalg_solve, masking,
                                       normalization, pooling, power,
                                       reduction, resample, scan, shape, sampling, softmaxes,

@@ -6,7 +6,7 @@ import weakref
 
 import numpy as np
 
-from ember._tensor import Tensor, _make, _mode_active, _mode_with
+from ember._tensor import Tensor, _make, _mode_active, _mode_recorder, _mode_with
 from ember.backend import dtypes as _dt
 from ember.backend import threads as _threads
 from ember.ops._overlap import (  # noqa: F401 - out='s checks, imported from here too
@@ -494,8 +494,33 @@ def int_or_traced(v):
     return v if type(v) is not bool and isinstance(v, int) else int(v)
 
 
+def traced_ints(*values):
+    """Under ``jit.trace``, where one of ``values`` (or an element of a list or tuple
+    among them) is a traced 0-d integer tensor that the calling op uses in Python (a
+    dim that picks a layout, a window, a count, a number): ``(capture, values)`` with
+    each such tensor read as a traced int (PyTorch's ``aten::Int``), for the op to record
+    its whole call as one node taking them (``capture.composite(...)``), so a replay
+    runs the op again at the value then. Else None (a ``compile`` capture breaks its
+    graph at the plain read instead)."""
+    m = _mode_with("int_read")
+    if m is None or m.breaks is not None or m._passes() or _mode_recorder() is not m:
+        return None
+    hit = []
+
+    def read(v):
+        if _zero_d_int(v):
+            r = m.int_read(v)
+            if r is not None:
+                hit.append(r)
+                return r
+        return v
+    out = tuple(type(v)(read(x) for x in v) if type(v) in (list, tuple) else read(v)
+                for v in values)
+    return (m, out) if hit else None
+
+
 _READ_HELPERS = {int_arg.__code__, int_args.__code__, wrap_dim.__code__,
-                 int_or_traced.__code__}
+                 int_or_traced.__code__, traced_ints.__code__}
 
 
 def wrap_dims(dim, ndim):

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from ember._tensor import Tensor, _as_array, _make
+from ember._tensor import Tensor, _as_array, _make, _mode_active
 from ember.autograd._saved_hooks import Packed as _Packed
 from ember.autograd.anomaly import enabled as _anomaly
 from ember.autograd.anomaly import forward_trace as _anomaly_trace
@@ -587,6 +587,11 @@ def as_strided(input, size, stride, storage_offset=None, _op=StorageAsStrided):
     ``input``, as in PyTorch: the offset counts from the start of the storage (default:
     ``input``'s own), and the window may reach elements outside ``input`` when it is a
     partial view of a larger storage. Strides must be non-negative."""
+    if _op is StorageAsStrided and _mode_active[0]:
+        from ember.ops._util import traced_ints
+        if (r := traced_ints(size, stride, storage_offset)) is not None:
+            # a traced size, stride or offset: one node, its view made again at their values
+            return r[0].composite("as_strided", as_strided, (input,) + r[1], {})
     size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")

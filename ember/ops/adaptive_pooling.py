@@ -14,7 +14,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import int_args, reduced_float, scalar_type_name
+from ember.ops._util import int_args, reduced_float, scalar_type_name, traced_ints
 from ember.ops.pooling import GatherFlat, ScatterFlat, _adjoint_in_x, _as_2d, _flat_in_x, _zero_in_x
 
 # the names torch also has at top level, with the same signature
@@ -322,17 +322,29 @@ def _adaptive_max(name, nd, input, output_size, return_indices):
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     """1-D adaptive max pooling: (N, C, L) -> (N, C, output_size)."""
+    if _mode_active[0] and (r := traced_ints(output_size)) is not None:
+        # a traced output size: the windows are computed in Python, so the call is one node
+        return r[0].composite("adaptive_max_pool1d", adaptive_max_pool1d,
+                              (input,) + r[1] + (return_indices,), {})
     return _adaptive_max("adaptive_max_pool1d", 1, input, output_size, return_indices)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """2-D adaptive max pooling: (N, C, H, W) -> (N, C, *output_size); with
     ``return_indices`` also the flat argmax indices into H*W."""
+    if _mode_active[0] and (r := traced_ints(output_size)) is not None:
+        # a traced output size: the windows are computed in Python, so the call is one node
+        return r[0].composite("adaptive_max_pool2d", adaptive_max_pool2d,
+                              (input,) + r[1] + (return_indices,), {})
     return _adaptive_max("adaptive_max_pool2d", 2, input, output_size, return_indices)
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """3-D adaptive max pooling: (N, C, D, H, W) -> (N, C, *output_size)."""
+    if _mode_active[0] and (r := traced_ints(output_size)) is not None:
+        # a traced output size: the windows are computed in Python, so the call is one node
+        return r[0].composite("adaptive_max_pool3d", adaptive_max_pool3d,
+                              (input,) + r[1] + (return_indices,), {})
     return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
 
 

@@ -22,7 +22,7 @@ im2col / col2im, the paths) are in :mod:`ember.ops._conv_kernels`.
 
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd import _modes, _saved_hooks
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
@@ -61,7 +61,14 @@ from ember.ops._conv_kernels import (  # noqa: F401
     pad_array,
     windows,
 )
-from ember.ops._util import cj, int_args, not_implemented_for, opmath, reduced_float
+from ember.ops._util import (
+    cj,
+    int_args,
+    not_implemented_for,
+    opmath,
+    reduced_float,
+    traced_ints,
+)
 from ember.ops.composite_node import CompositeNode
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -577,6 +584,10 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     >>> unfold(ember.randn(1, 2, 4, 4), 2).shape
     ember.Size([1, 8, 9])
     """
+    if _mode_active[0] and (r := traced_ints(kernel_size, dilation, padding, stride)) is not None:
+        # a traced window, dilation, padding or stride: the blocks' geometry is computed
+        # in Python, so the call is one node
+        return r[0].composite("im2col", unfold, (input,) + r[1], {})
     k, d, p, s = _fold_args("unfold", kernel_size, dilation, padding, stride)
     if input.dim() not in (3, 4):
         raise RuntimeError(f"Expected 3D or 4D (batch mode) tensor for input with possibly 0 "

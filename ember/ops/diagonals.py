@@ -2,11 +2,18 @@
 ``triu``, and the embeddings ``diagonal_scatter``, ``select_scatter``, ``slice_scatter``."""
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.node import Primitive
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import inplace_method
-from ember.ops._util import follows_int_reads, int_or_traced, with_out, wrap_dim, write_out
+from ember.ops._util import (
+    follows_int_reads,
+    int_or_traced,
+    traced_ints,
+    with_out,
+    wrap_dim,
+    write_out,
+)
 from ember.ops._views import ViewPrimitive
 from ember.ops.indexing import IndexPut, transforming
 
@@ -46,6 +53,9 @@ def _scatter_into(input, src, basic, cls=IndexPut):
 
 def select_scatter(input, src, dim, index):
     """``input`` with ``src`` embedded at ``index`` along ``dim`` (out of place)."""
+    if _mode_active[0] and (r := traced_ints(dim, index)) is not None:
+        # a traced dim or index picks the key: one node, run again at its value
+        return r[0].composite("select_scatter", select_scatter, (input, src) + r[1], {})
     d = wrap_dim(dim, input._data.ndim)
     n = input._data.shape[d]
     if not -n <= int(index) < n:

@@ -3,7 +3,7 @@ slicing and arithmetic (differentiable, no derivative code of its own)."""
 import numbers
 
 from ember._tensor import Tensor, _mode_active
-from ember.ops._util import wrap_dim
+from ember.ops._util import traced_ints, wrap_dim
 
 __all__ = ["gradient"]
 
@@ -62,6 +62,10 @@ def gradient(input, *, spacing=None, dim=None, edge_order=1):
     ``spacing`` is one number for every dim, one number per dim, or one 1-D tensor
     of sample coordinates per dim.
     """
+    if _mode_active[0] and (r := traced_ints(spacing, dim, edge_order)) is not None:
+        # a traced spacing, dim or order is used in Python: the call is one node
+        return r[0].composite("gradient", gradient, (input,),
+                              dict(zip(("spacing", "dim", "edge_order"), r[1])))
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     if input.dim() == 0:

@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch
 from ember.ops._inplace import inplace_method
-from ember.ops._util import wrap_dim, write_out
+from ember.ops._util import traced_ints, wrap_dim, write_out
 from ember.ops.gather_scatter import ScatterReduce
 from ember.ops.indexing import transforming
 
@@ -170,6 +170,9 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
     the storage's start, default ``input``'s own): for a partial or permuted view,
     ``src``'s elements land on the elements of ``input`` at those storage positions, and
     those landing outside ``input`` are not seen."""
+    if _mode_active[0] and (r := traced_ints(size, stride, storage_offset)) is not None:
+        # a traced size, stride or offset: one node, run again at their values
+        return r[0].composite("as_strided_scatter", as_strided_scatter, (input, src) + r[1], {})
     size, stride = tuple(size), tuple(stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")

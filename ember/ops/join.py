@@ -11,6 +11,7 @@ from ember.ops._util import (
     check_same_device,
     follows_int_reads,
     refuse_out_overlap,
+    traced_ints,
     wrap_dim,
     write_out,
 )
@@ -409,16 +410,25 @@ def _split_n(name, input, ios, dim, min_dim):
 
 
 def hsplit(input, indices_or_sections):
+    if _mode_active[0] and (r := traced_ints(indices_or_sections)) is not None:
+        # traced split points: the pieces' sizes are computed in Python, so one node
+        return r[0].composite("hsplit", hsplit, (input,) + r[1], {})
     """``tensor_split`` along dim 1 (dim 0 for 1-D tensors); an int must divide evenly."""
     return _split_n("hsplit", input, indices_or_sections, 0 if input._data.ndim == 1 else 1, 1)
 
 
 def vsplit(input, indices_or_sections):
+    if _mode_active[0] and (r := traced_ints(indices_or_sections)) is not None:
+        # traced split points: the pieces' sizes are computed in Python, so one node
+        return r[0].composite("vsplit", vsplit, (input,) + r[1], {})
     """``tensor_split`` along dim 0; an int must divide evenly."""
     return _split_n("vsplit", input, indices_or_sections, 0, 2)
 
 
 def dsplit(input, indices_or_sections):
+    if _mode_active[0] and (r := traced_ints(indices_or_sections)) is not None:
+        # traced split points: the pieces' sizes are computed in Python, so one node
+        return r[0].composite("dsplit", dsplit, (input,) + r[1], {})
     """``tensor_split`` along dim 2; an int must divide evenly."""
     return _split_n("dsplit", input, indices_or_sections, 2, 3)
 
@@ -455,6 +465,9 @@ class Repeat(Primitive):
 
 def repeat(self, *sizes):
     """``self`` repeated ``sizes[i]`` times along each dim (``sizes`` may add leading dims)."""
+    if _mode_active[0] and (r := traced_ints(*sizes)) is not None:
+        # traced counts: one node, its shape computed again at their values
+        return r[0].composite("repeat", repeat, (self,) + r[1], {})
     reps = _sizes(sizes)
     if len(reps) < self._data.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
@@ -479,7 +492,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Repeat each element (or each slice along ``dim``) ``repeats`` times in place;
     ``repeats`` is an int or a tensor with one count per element. With only a 1-D
     int tensor of counts, the indices ``0, 0, 1, ...`` are returned."""
-    from ember.ops.gather_scatter import index_select
+    from ember.ops.index_along import index_select
     if _mode_active[0] and not isinstance(repeats, bool) and \
             (m := _mode_recorder((input,))) is not None:
         # a whole call in a capture: the gather positions it makes would be constants

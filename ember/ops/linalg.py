@@ -21,7 +21,14 @@ from ember.ops import _batch, _batch_nn, _jvp
 from ember.ops import matmul_graph as _mg
 from ember.ops import product_saves as _saves
 from ember.ops._einsum import Diagonal, _tname, einsum
-from ember.ops._util import cj, not_implemented_for, reduced_float, refuse_kinds, wrap_dim
+from ember.ops._util import (
+    cj,
+    not_implemented_for,
+    reduced_float,
+    refuse_kinds,
+    traced_ints,
+    wrap_dim,
+)
 from ember.ops._util import write_out as _write_out
 from ember.ops.composite_node import CompositeNode, call, one_node
 from ember.ops.shape import _try_view
@@ -444,6 +451,9 @@ def matrix_power(input, n, *, out=None):
 
     ``n = 0`` gives identity matrices, negative ``n`` powers of the inverse.
     """
+    if _mode_active[0] and out is None and (r := traced_ints(n)) is not None:
+        # a traced power: its squarings are a loop in Python, so the call is one node
+        return r[0].composite("linalg_matrix_power", matrix_power, (input,) + r[1], {})
     _need_tensors("matrix_power", ["input"], input)
     if input.dim() < 2:
         raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "

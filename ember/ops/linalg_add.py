@@ -8,12 +8,12 @@ from ember's ops.
 """
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd.node import Primitive
 from ember.ops import matmul_graph as _mg
 from ember.ops._einsum import _tname
 from ember.ops._inplace import inplace_method
-from ember.ops._util import opmath
+from ember.ops._util import opmath, traced_ints
 from ember.ops._util import write_out as _write_out
 from ember.ops.linalg import bmm, mm, mv, outer
 from ember.ops.product_saves import pack_crossed as _pack_crossed
@@ -226,6 +226,10 @@ def _outer_shape(a, b):
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to the product."""
+    if _mode_active[0] and out is None and (r := traced_ints(beta, alpha)) is not None:
+        # a traced factor: a branch in Python (beta 0, alpha 1), so the call is one node
+        return r[0].composite("addmm", addmm, (input, mat1, mat2),
+                              {"beta": r[1][0], "alpha": r[1][1]})
     if isinstance(mat1, Tensor) and isinstance(mat2, Tensor):
         if mat1.dtype != mat2.dtype:
             raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
@@ -240,6 +244,10 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
 
 def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * (mat @ vec)``."""
+    if _mode_active[0] and out is None and (r := traced_ints(beta, alpha)) is not None:
+        # a traced factor: a branch in Python (beta 0, alpha 1), so the call is one node
+        return r[0].composite("addmv", addmv, (input, mat, vec),
+                              {"beta": r[1][0], "alpha": r[1][1]})
     if isinstance(mat, Tensor) and isinstance(vec, Tensor):
         res = _eager_add(Addmv, input, _mv_shape, mat, vec, beta, alpha, out)
         if res is not None:
@@ -250,6 +258,10 @@ def addmv(input, mat, vec, *, beta=1, alpha=1, out=None):
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * bmm(batch1, batch2)``."""
+    if _mode_active[0] and out is None and (r := traced_ints(beta, alpha)) is not None:
+        # a traced factor: a branch in Python (beta 0, alpha 1), so the call is one node
+        return r[0].composite("baddbmm", baddbmm, (input, batch1, batch2),
+                              {"beta": r[1][0], "alpha": r[1][1]})
     if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
         res = _eager_add(Baddbmm, input, _bmm_shape, batch1, batch2, beta, alpha, out)
         if res is not None:
@@ -260,6 +272,10 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
     """``beta * input + alpha * sum_b batch1[b] @ batch2[b]`` (the batch is summed)."""
+    if _mode_active[0] and out is None and (r := traced_ints(beta, alpha)) is not None:
+        # a traced factor: a branch in Python (beta 0, alpha 1), so the call is one node
+        return r[0].composite("addbmm", addbmm, (input, batch1, batch2),
+                              {"beta": r[1][0], "alpha": r[1][1]})
     if isinstance(batch1, Tensor) and isinstance(batch2, Tensor):
         res = _eager_add(Addbmm, input, _sum_bmm_shape, batch1, batch2, beta, alpha,
                          out)

@@ -12,7 +12,7 @@ from ember.autograd.saved import hook_saves_of
 from ember.backend import dtypes as _dt
 from ember.ops import _batch, _jvp
 from ember.ops._inplace import check_inplace, commit, warn_shared_write
-from ember.ops._util import checked_scalar, type_name, with_out
+from ember.ops._util import checked_scalar, int_arg, traced_ints, type_name, with_out
 from ember.ops.indexing import GetItemAdvanced, _xp
 
 __all__ = ["masked_fill", "masked_scatter", "nonzero", "nonzero_static", "argwhere"]
@@ -168,6 +168,16 @@ def argwhere(input):
 def nonzero_static(input, *, size, fill_value=-1):
     """``nonzero(input)`` with exactly ``size`` rows: truncated, or padded with
     ``fill_value``."""
+    if _mode_active[0] and (m := _mode_recorder((input, size, fill_value))) is not None:
+        # one node: its rows are the input's values (a trace kept them as a constant)
+        r = traced_ints(size, fill_value)
+        size, fill_value = (size, fill_value) if r is None else r[1]
+        return m.composite("nonzero_static", _nonzero_static, (input, size, fill_value), {})
+    return _nonzero_static(input, size, fill_value)
+
+
+def _nonzero_static(input, size, fill_value):
+    size, fill_value = int_arg(size), int_arg(fill_value)
     if size < 0:
         raise RuntimeError(f"nonzero_static: 'size' must be an non-negative integer, but got "
                            f"{size}")

@@ -4,7 +4,7 @@ methods."""
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.ops import _jvp
-from ember.ops._util import follows_int_reads, int_arg, with_out, wrap_dim
+from ember.ops._util import follows_int_reads, int_arg, traced_ints, with_out, wrap_dim
 from ember.ops.indexing import GetItem, Select, transforming
 
 
@@ -70,11 +70,12 @@ def narrow_copy(input, dim, start, length):
 @follows_int_reads
 def select(input, dim, index):
     """The view of ``input`` at ``index`` along ``dim``, without that dim."""
+    if _mode_active[0] and (r := traced_ints(dim)) is not None:
+        # a traced dim picks the key's layout: the call is one node, run again at its value
+        return r[0].composite("select", select, (input, r[1][0], index), {})
     shape = input._data.shape
     if not shape:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    # the dim as a plain number: it picks the key's layout (under jit.trace, a dim read
-    # from a tensor is kept, and the trace says so)
     d = int(wrap_dim(dim, len(shape)))
     index = int_arg(index)  # (a traced int under jit.trace: the replay follows it)
     if not isinstance(index, int):

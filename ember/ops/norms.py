@@ -1,9 +1,10 @@
 """Norms between and within tensors, as composites of ember ops: ``dist``, ``renorm``,
 and the pieces of weight normalization, ``norm_except_dim`` and ``_weight_norm``."""
 from ember._factory import ones_like
+from ember._tensor import _mode_active
 from ember.autograd.grad_mode import no_grad
 from ember.backend import dtypes as _dt
-from ember.ops._util import with_out
+from ember.ops._util import traced_ints, with_out
 from ember.ops.composite_node import one_node
 from ember.ops.elementwise import where
 from ember.ops.reduction import _axes
@@ -15,6 +16,9 @@ __all__ = ["dist", "renorm", "norm_except_dim", "_weight_norm"]
 @one_node("DistBackward0", 2)
 def dist(input, other, p=2):
     """The ``p``-norm of ``input - other``."""
+    if _mode_active[0] and (r := traced_ints(p)) is not None:
+        # a traced order picks the norm's formula in Python: one node
+        return r[0].composite("dist", dist, (input, other) + r[1], {})
     from ember.linalg import vector_norm  # torch.linalg is built on ops
     return vector_norm(input - other, p)
 
@@ -23,6 +27,9 @@ def dist(input, other, p=2):
 @with_out
 def renorm(input, p, dim, maxnorm):
     """Each slice along ``dim`` rescaled so that its ``p``-norm is at most ``maxnorm``."""
+    if _mode_active[0] and (r := traced_ints(p, dim, maxnorm)) is not None:
+        # a traced order, dim or bound is used in Python: one node
+        return r[0].composite("renorm", renorm, (input,) + r[1], {})
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
     if input.dim() < 2:

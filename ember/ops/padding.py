@@ -6,6 +6,7 @@ from ember._tensor import Tensor, _make, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
+from ember.ops._util import traced_ints
 from ember.ops.composite_node import CompositeNode, call, named_nodes
 
 __all__ = ["constant_pad_nd"]
@@ -50,6 +51,9 @@ class ConstantPad(Primitive):
 def constant_pad_nd(input, pad, value=0):
     """``input`` padded with ``value``; ``pad`` lists (before, after) pairs from the
     last dim backwards. Negative amounts crop."""
+    if _mode_active[0] and (r := traced_ints(pad)) is not None:
+        # traced amounts: the output's shape is computed in Python, so the call is one node
+        return r[0].composite("constant_pad_nd", constant_pad_nd, (input, r[1][0], value), {})
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise RuntimeError("Length of pad must be even but instead it equals " + str(len(pad)))
@@ -100,6 +104,13 @@ def pad(input, pad, mode="constant", value=None):
         >>> pad(ember.ones(2, 3), (1, 1)).shape
         ember.Size([2, 5])
     """
+    if _mode_active[0] and (r := traced_ints(pad)) is not None:
+        # traced amounts (see constant_pad_nd)
+        if mode == "constant":
+            return r[0].composite("constant_pad_nd", constant_pad_nd,
+                                  (input, r[1][0], 0 if value is None else value), {})
+        if value is None or not isinstance(value, Tensor) and value == 0:
+            return r[0].composite("pad", _pad_call, (input, tuple(r[1][0]), mode), {})
     pad = tuple(int(p) for p in pad)
     nd = input._data.ndim
     if len(pad) % 2:
@@ -161,7 +172,7 @@ def _check_pad(input, pad, mode):
 
 
 def _pad_gather(input, pad, mode):
-    from ember.ops.gather_scatter import index_select
+    from ember.ops.index_along import index_select
     _check_pad(input, pad, mode)
     nd = input._data.ndim
     x = input

@@ -17,14 +17,14 @@ import math
 import numpy as np
 
 from ember._factory import zeros_like
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.backend import fast_kernels as _fast_kernels
 from ember.backend.threads import parallel_rows
 from ember.ops import _batch, _jvp
-from ember.ops._util import int_args, reduced_float, refuse_dtype, with_out
+from ember.ops._util import int_args, reduced_float, refuse_dtype, traced_ints, with_out
 from ember.ops.conv import Geom
 from ember.ops.unary import _ZerosLikeOf
 
@@ -778,6 +778,11 @@ def _avg_pool(name, nd, input, kernel_size, stride, padding, ceil_mode, count_in
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """1-D average pooling over (N, C, L) or (C, L)."""
+    if _mode_active[0] and (r := traced_ints(kernel_size, stride, padding)) is not None:
+        # a traced window, stride, padding or divisor: the geometry is computed in Python,
+        # so the call is one node
+        return r[0].composite("avg_pool1d", avg_pool1d, (input, *r[1][:3], ceil_mode,
+                                                      count_include_pad, *r[1][3:]), {})
     return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, None)
 
@@ -787,6 +792,12 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """2-D average pooling over (N, C, H, W) or (C, H, W). ``count_include_pad`` counts the
     zero padding in the divisor; ``divisor_override`` replaces the divisor."""
+    if _mode_active[0] and \
+            (r := traced_ints(kernel_size, stride, padding, divisor_override)) is not None:
+        # a traced window, stride, padding or divisor: the geometry is computed in Python,
+        # so the call is one node
+        return r[0].composite("avg_pool2d", avg_pool2d, (input, *r[1][:3], ceil_mode,
+                                                      count_include_pad, *r[1][3:]), {})
     return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)
 
@@ -795,5 +806,11 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """3-D average pooling over (N, C, D, H, W) or (C, D, H, W)."""
+    if _mode_active[0] and \
+            (r := traced_ints(kernel_size, stride, padding, divisor_override)) is not None:
+        # a traced window, stride, padding or divisor: the geometry is computed in Python,
+        # so the call is one node
+        return r[0].composite("avg_pool3d", avg_pool3d, (input, *r[1][:3], ceil_mode,
+                                                      count_include_pad, *r[1][3:]), {})
     return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)

@@ -4,11 +4,11 @@ import operator
 
 import numpy as np
 
-from ember._tensor import Tensor
+from ember._tensor import Tensor, _mode_active
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import follows_int_reads, int_args, wrap_dim, wrap_dims
+from ember.ops._util import follows_int_reads, int_args, traced_ints, wrap_dim, wrap_dims
 from ember.ops._views import ViewPrimitive
 from ember.ops.composite_node import one_node
 
@@ -34,14 +34,28 @@ class Flip(Primitive):
 @follows_int_reads
 def flip(input, dims):
     """``input`` with the order of elements reversed along ``dims`` (a copy)."""
+    if isinstance(dims, Tensor):  # (its elements are not a tuple of ints: torch refuses)
+        raise TypeError("flip(): argument 'dims' (position 2) must be tuple of ints, not "
+                        "Tensor")
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     return Flip.apply(input, wrap_dims(dims, input._data.ndim) if input._data.ndim else ())
 
 
 def _flip_method(self, *dims, **kw):
-    """``Tensor.flip(dims)``, also as ``x.flip(0, 1)``."""
+    """``Tensor.flip(dims)``, also as ``x.flip(0, 1)``; as torch's method, one tensor of
+    one integer or boolean element given alone is one dim (``x.flip(k)``)."""
     if "dims" in kw:
+        if isinstance(kw["dims"], Tensor):
+            raise TypeError("flip(): argument 'dims' must be tuple of ints, not Tensor")
         return flip(self, kw.pop("dims"), **kw)
+    if len(dims) == 1 and isinstance(dims[0], Tensor):
+        t = dims[0]
+        if t._data.size != 1 or t._data.dtype.kind not in "iub":
+            raise TypeError("flip(): argument 'dims' (position 1) must be tuple of ints, not "
+                            "Tensor")
+        # a 0-d integer tensor stays a tensor: a trace records the read (it follows it)
+        return flip(self, (t if t._data.ndim == 0 and t._data.dtype.kind in "iu"
+                           else int(t),))
     return flip(self, dims[0] if len(dims) == 1 else dims)
 
 
@@ -101,6 +115,9 @@ def roll(input, shifts, dims=None):
 def rot90(input, k=1, dims=(0, 1)):
     """Rotate by 90 degrees ``k`` times in the plane of ``dims`` (from the first dim
     towards the second)."""
+    if _mode_active[0] and (r := traced_ints(k, dims)) is not None:
+        # a traced count or dim picks the flips and transposes: one node
+        return r[0].composite("rot90", rot90, (input,) + r[1], {})
     dims = tuple(dims)
     if len(dims) != 2:
         raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
@@ -159,6 +176,9 @@ class UnfoldBackward(Primitive):
 def unfold(self, dimension, size, step):
     """A view with all windows of ``size`` elements, ``step`` apart, along ``dimension``
     (the windows form a new last dim)."""
+    if _mode_active[0] and (r := traced_ints(dimension, size, step)) is not None:
+        # a traced dim, size or step: the window's layout is computed in Python
+        return r[0].composite("unfold", unfold, (self,) + r[1], {})
     if self._data.ndim == 0:
         if size > 1:
             raise RuntimeError(f"maximum size for tensor at dimension 0 is 1 but size is {size}")

@@ -14,7 +14,7 @@ from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import reduced_float, scalar_type_name
+from ember.ops._util import reduced_float, scalar_type_name, traced_ints
 from ember.ops.composite_node import CompositeNode, call, named_nodes
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
@@ -456,6 +456,9 @@ class ChannelShuffle(CompositeNode):
 
 def pixel_shuffle(input, upscale_factor):
     """Rearrange (*, C*r*r, H, W) into (*, C, H*r, W*r) (sub-pixel convolution)."""
+    if _mode_active[0] and (r := traced_ints(upscale_factor)) is not None:
+        # a traced factor shapes the rearrangement in Python: one node
+        return r[0].composite("pixel_shuffle", pixel_shuffle, (input,) + r[1], {})
     if not isinstance(input, Tensor):
         raise TypeError(f"pixel_shuffle(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
@@ -475,6 +478,8 @@ def pixel_shuffle(input, upscale_factor):
 
 def pixel_unshuffle(input, downscale_factor):
     """Rearrange (*, C, H*r, W*r) into (*, C*r*r, H, W): the inverse of pixel_shuffle."""
+    if _mode_active[0] and (r := traced_ints(downscale_factor)) is not None:
+        return r[0].composite("pixel_unshuffle", pixel_unshuffle, (input,) + r[1], {})
     if not isinstance(input, Tensor):
         raise TypeError(f"pixel_unshuffle(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive
 from ember.backend import array_module
@@ -19,6 +19,7 @@ from ember.ops._util import (
     follows_int_reads,
     reduced_float,
     refuse_dtype,
+    traced_ints,
     with_out,
     wrap_dim,
     write_out,
@@ -460,6 +461,10 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``), after
     joining ``prepend`` and ``append`` to ``input`` along ``dim``. Bool tensors give
     ``x[i + 1] != x[i]``."""
+    if _mode_active[0] and (r := traced_ints(n, dim)) is not None:
+        # a traced count of differences (a loop in Python) or dim (the slices' keys): the
+        # call is one node
+        return r[0].composite("diff", diff, (input,) + r[1] + (prepend, append), {})
     if input._data.ndim == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     if isinstance(n, Tensor):

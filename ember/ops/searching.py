@@ -13,6 +13,7 @@ from ember.ops._util import (
     not_implemented_for,
     reduced_float,
     scalar_type_name,
+    traced_ints,
     type_name,
     with_out,
 )
@@ -57,6 +58,9 @@ def bincount(input, weights=None, minlength=0):
 def histc(input, bins=100, min=0, max=0):
     """Histogram of ``bins`` equal bins between ``min`` and ``max`` (the data's range
     when both are 0); values outside are ignored."""
+    if _mode_active[0] and (r := traced_ints(bins, min, max)) is not None:
+        # a traced count or range: the bins' edges are computed in Python, so one node
+        return r[0].composite("histc", histc, (input,) + r[1], {})
     bins = int_arg(bins)
     x = _arr(input)
     if x.dtype.kind != "f" and not reduced_float(x.dtype):

@@ -10,7 +10,7 @@ from ember._tensor import Size, Tensor, _mode_active, _mode_recorder  # noqa: F4
 from ember.autograd.grad_mode import state as _grad_state
 from ember.autograd.node import Primitive, _wrap
 from ember.ops import _batch, _jvp, reinterpret
-from ember.ops._util import _sizes, follows_int_reads, wrap_dim, wrap_dims  # noqa: F401  (shape._sizes)
+from ember.ops._util import _sizes, follows_int_reads, traced_ints, wrap_dim, wrap_dims  # noqa: F401,E501  (shape._sizes)
 from ember.ops._views import ViewPrimitive, grad_array, grad_view, passes_array
 
 # expand, broadcasting and its adjoint ``sum_to_size`` live in ``broadcasting``; their
@@ -468,12 +468,18 @@ def t(input, _op=T):
 @follows_int_reads
 def movedim(input, source, destination):
     """Move dims from ``source`` to ``destination`` positions."""
+    if _mode_active[0] and (r := traced_ints(source, destination)) is not None:
+        # traced dims order the permutation in Python: the call is one node
+        return r[0].composite("movedim", movedim, (input,) + r[1], {})
     n = input._data.ndim
-    if isinstance(source, (int, np.integer)) != isinstance(destination, (int, np.integer)):
+    one_s, one_d = _one_dim(source), _one_dim(destination)
+    if one_s != one_d or isinstance(source, Tensor) and not one_s or \
+            isinstance(destination, Tensor) and not one_d:
         raise TypeError("movedim() received an invalid combination of arguments: source and "
-                        "destination must both be ints or both be sequences of ints")
-    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
-    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+                        "destination must both be ints or both be sequences of ints (a "
+                        "tensor only as a 0-d integer one)")
+    src = (source,) if one_s else tuple(source)
+    dst = (destination,) if one_d else tuple(destination)
     if len(src) != len(dst):
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
                            f"dims) should contain the same number of dims as destination "
@@ -487,6 +493,14 @@ def movedim(input, source, destination):
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
     return permute(input, order)
+
+
+def _one_dim(d):
+    """Whether ``d`` is one dim: an int, or a 0-d integer tensor (torch takes it as an int;
+    any other tensor is neither an int nor a sequence of ints to it)."""
+    if isinstance(d, Tensor):
+        return d._data.ndim == 0 and d._data.dtype.kind in "iu"
+    return isinstance(d, (int, np.integer))
 
 
 moveaxis = movedim

@@ -234,7 +234,7 @@ class SparseMmReduce(Primitive):
         gv = (g * dense[cols]).sum(1) if e[0] is not None else None
         gd = None
         if e[1] is not None:
-            from ember.ops.gather_scatter import index_add
+            from ember.ops.index_along import index_add
             zeros = _make(backend.array_module(dense._data).zeros(dense.shape,
                                                                   dtype=dense._data.dtype))
             gd = index_add(zeros, 0, cols, g * values[:, None])

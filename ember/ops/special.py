@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.node import Primitive
 from ember.backend import CPU, array_module, device_of, to_device
 from ember.ops import _batch, _jvp
@@ -27,6 +27,7 @@ from ember.ops._util import (
     reduced_float,
     refuse_dtype,
     to_float,
+    traced_ints,
     with_out,
     with_out_unary,
     write_out,
@@ -145,6 +146,9 @@ def mvlgamma(input, p):
     ``sum_i lgamma(input - i/2) + p (p - 1)/4 log(pi)`` (a composite: its derivative comes
     from ``lgamma``'s). As in torch, inputs at or below ``(p - 1)/2`` are not refused:
     they give the sum's value there (``inf`` at the poles, NaN at NaN)."""
+    if _mode_active[0] and (r := traced_ints(p)) is not None:
+        # a traced dimension: the sum's length, a loop in Python, so the call is one node
+        return r[0].composite("mvlgamma", mvlgamma, (input,) + r[1], {})
     p = int_arg(p)
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")

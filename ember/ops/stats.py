@@ -15,7 +15,7 @@ from ember.backend import array_module
 from ember.backend.dtypes import FROM_NP, get_default_dtype
 from ember.backend.dtypes import bool as ember_bool
 from ember.ops._linalg_util import _named
-from ember.ops._util import not_implemented_for, scalar_type_name, write_out
+from ember.ops._util import not_implemented_for, scalar_type_name, traced_ints, write_out
 from ember.ops.composite_node import compile_recorder
 
 __all__ = ["quantile", "nanquantile", "histogram", "histogramdd", "cov", "corrcoef"]
@@ -315,6 +315,10 @@ def _check_cov_weights(name, w, n):
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """Covariance of the variables in the rows of ``input`` (observations in columns)."""
+    if _mode_active[0] and (r := traced_ints(correction)) is not None:
+        # a traced correction: a number in Python, so the call is one node
+        return r[0].composite("cov", cov, (input,), {"correction": r[1][0],
+                                                    "fweights": fweights, "aweights": aweights})
     if input.ndim > 2:
         raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an "
                            f"input with {input.ndim} dimensions")

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from ember._tensor import Tensor, _make
+from ember._tensor import Tensor, _make, _mode_active
 from ember.autograd.node import Primitive
 from ember.backend import array_module
 from ember.ops import _batch, _jvp
-from ember.ops._util import follows_int_reads, opmath, reduced_float, with_out
+from ember.ops._util import follows_int_reads, opmath, reduced_float, traced_ints, with_out
 from ember.ops.composite_node import one_node
 from ember.ops.reduction import _axes, _dtype_name, _keep
 
@@ -202,6 +202,9 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     The gradient at a zero vector is 0, as PyTorch's. ``p='nuc'`` is the nuclear norm
     of the matrices over ``dim`` (a 2-D input when ``dim`` is None).
     """
+    if _mode_active[0] and out is None and (r := traced_ints(p, dim)) is not None:
+        # a traced order or dim picks the norm in Python: the call is one node
+        return r[0].composite("norm", norm, (input,) + r[1] + (keepdim,), {"dtype": dtype})
     if isinstance(p, str):
         dims = dim if dim is None or isinstance(dim, (tuple, list)) else (dim,)
         if p == "fro" and (dims is None or len(dims) <= 2):
