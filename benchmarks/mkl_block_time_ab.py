@@ -9,8 +9,9 @@ rounds, as ember sets it when it loads MKL).
 Printed per workload and block time: the median wall and CPU (all threads) milliseconds
 per step, the CPU of MKL's OpenMP workers per step (``/proc/self/task``), and each
 variant's wall and CPU as a ratio to the first variant's (``200ms`` is Intel's default,
-ember's before it set one; ``0`` is ember's now). Run it at normal priority
-(``nice -n 0``) on a quiet machine: the load average is printed before each workload.
+ember's before it set one; ember now sets ``1ms`` with a core to spare, else ``0``).
+Run it at normal priority (``nice -n 0``) on a quiet machine: the load average is
+printed before each workload.
 Needs the ``mkl`` extra on Intel's layer (torch is not imported).
 
 ``--products`` times single products instead of workloads: the MKL products of the MLP
@@ -69,6 +70,8 @@ def main():
     times = args.times.split(",")
     print(f"ember {os.path.dirname(ember.__file__)}, {ember.get_num_threads()} threads, "
           f"MKL at {lib.num_threads}; block time set by ember at load: {lib.blocktime} ms")
+    at_load = lib.blocktime
+    lib.blocktime = None  # (ember does not follow the load here: each round sets its own)
     if args.products:
         _products(np, gemm, rt, times, args)
         return
@@ -108,8 +111,7 @@ def main():
             print(f"  KMP_BLOCKTIME={t:<6} wall {w:8.2f} ms  cpu {c:8.2f} ms  "
                   f"(MKL's workers {o:6.2f})  wall/first {w / w_ref:5.2f}  "
                   f"cpu/first {c / c_ref:5.2f}", flush=True)
-    rt.kmp_set_defaults(f"KMP_BLOCKTIME={lib.blocktime if lib.blocktime is not None else 200}"
-                        .encode())
+    rt.kmp_set_defaults(f"KMP_BLOCKTIME={at_load if at_load is not None else 200}".encode())
     print("load average after " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
 
 

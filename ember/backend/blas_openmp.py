@@ -9,8 +9,10 @@ this module holds no MKL handle of its own: gemm tells it which one is loaded
 import os
 import sys
 
-__all__ = ["intel_openmp", "quiet_workers", "guard_fork", "adopt", "WAIT_VARS",
-           "BLOCKTIME"]
+from ember.backend import threads as _threads
+
+__all__ = ["intel_openmp", "quiet_workers", "follow_load", "guard_fork", "adopt",
+           "WAIT_VARS", "BLOCKTIME_IDLE", "BLOCKTIME_LOADED"]
 
 # Intel OpenMP's names, by platform (the runtime MKL's Intel layer links against)
 _IOMP_NAMES = {"linux": ("libiomp5.so",), "darwin": ("libiomp5.dylib",),
@@ -23,17 +25,29 @@ WAIT_VARS = ("KMP_BLOCKTIME", "OMP_WAIT_POLICY", "KMP_LIBRARY")
 # own pool: at 200 ms MKL's worker spun on the second core for the whole step (ember's
 # CPU per step twice its wall time, its pool's worker waiting for that core). At 0 the
 # worker sleeps as soon as a product ends, and each product wakes it through the kernel:
-# a training step of medium products (an MLP's 8-51 MFLOP layers) then paid a wake-up
-# per product (two threads, quiet machine: 2.14 -> 3.48 ms per step). A short spin keeps
-# the worker awake between the products of one step and lets it sleep between steps and
-# through ember's own splits; docs/performance/blas-mkl.md, "(fifteenth pass)" and
-# "(sixteenth pass)". In KMP_BLOCKTIME's syntax (a number of ms, or with a unit)
-BLOCKTIME = "1ms"
+# on a quiet machine a training step of medium products (an MLP's 8-51 MFLOP layers)
+# then paid a wake-up per product (two threads: 2.14 -> 3.48 ms per step), where 1 ms
+# keeps the worker awake between the products of a step (2.07 ms) and lets it sleep
+# between steps and through ember's own splits. On a machine other processes load, the
+# spin takes the core from them and from ember's own threads: there 0 is faster (MLP
+# 1.32x the time at 1 ms, load 4). So the block time follows the load, as ember's
+# OpenBLAS routes do (``threads.cores_to_spare``): 1 ms with a core to spare, else 0.
+# The block time decides how an idle worker waits, never how a product sums: the bits
+# do not depend on it (tests/test_mkl_block_time.py). docs/performance/blas-mkl.md,
+# "(fifteenth pass)" and "(sixteenth pass)". In KMP_BLOCKTIME's syntax
+BLOCKTIME_IDLE = "1ms"
+BLOCKTIME_LOADED = "0"
 
 # the loaded ``gemm._Mkl`` (None: none, or forgotten by ``gemm._reset``)
 _current = [None]
 # which process-wide handlers are registered (each once per process)
 _registered = {"refork": False, "guard": False}
+# the block time ember last set: whether the machine had a core to spare then (None:
+# not set by ember), and the runtime's ``kmp_set_defaults``
+_follow = {"idle": None, "set": None}
+# whether the machine has a core to spare now (a name of this module's, so that a test
+# can choose the answer)
+_spare = _threads.cores_to_spare
 
 
 def adopt(mkl):
@@ -56,13 +70,13 @@ def intel_openmp(ctypes):
 
 
 def quiet_workers(ctypes):
-    """Give the Intel OpenMP runtime that loading MKL brought into the process a block time
-    of :data:`BLOCKTIME` (see above) as its default for every thread
+    """Give the Intel OpenMP runtime that loading MKL brought into the process the block
+    time that fits the machine's load now (see above) as its default for every thread
     (``kmp_set_defaults``, as if ``KMP_BLOCKTIME`` had been set: products called from any
-    thread, not just this one, which is all ``kmp_set_blocktime`` reaches). Nothing is
-    changed where the user chose the waiting (:data:`WAIT_VARS`) or the runtime cannot be
-    found. Returns the block time now in force (the runtime's whole milliseconds), or
-    None where untouched."""
+    thread, not just this one, which is all ``kmp_set_blocktime`` reaches); each product
+    then calls :func:`follow_load`. Nothing is changed where the user chose the waiting
+    (:data:`WAIT_VARS`) or the runtime cannot be found. Returns the block time now in
+    force (the runtime's whole milliseconds), or None where untouched."""
     if any(v in os.environ for v in WAIT_VARS):
         return None
     rt = intel_openmp(ctypes)
@@ -73,14 +87,28 @@ def quiet_workers(ctypes):
     set_defaults.argtypes = [ctypes.c_char_p]
     set_defaults.restype = None
     get.restype = ctypes.c_int
-    setting = f"KMP_BLOCKTIME={BLOCKTIME}".encode()
-    set_defaults(setting)
+    _follow["set"], _follow["idle"] = set_defaults, None
+    follow_load()
     if hasattr(os, "register_at_fork") and not _registered["refork"]:
         # a forked child's runtime starts over from the environment (its own fork
         # handler): a DataLoader worker's products would spin 200 ms again
         _registered["refork"] = True
-        os.register_at_fork(after_in_child=lambda: _reapply(set_defaults, setting))
+        os.register_at_fork(after_in_child=_reapply)
     return get()
+
+
+def follow_load():
+    """Set the block time ember chose for the machine's load (1 ms with a core to spare,
+    else 0) where the load has changed since the last product; called before each MKL
+    product while ember sets the block time (a check of a cached reading, ~0.2 us)."""
+    idle = _spare()
+    if idle is not _follow["idle"]:
+        _follow["idle"] = idle
+        _follow["set"](_setting(idle))
+
+
+def _setting(idle):
+    return f"KMP_BLOCKTIME={BLOCKTIME_IDLE if idle else BLOCKTIME_LOADED}".encode()
 
 
 def set_by_ember():
@@ -89,10 +117,10 @@ def set_by_ember():
     return _registered["refork"]
 
 
-def _reapply(set_defaults, setting):
+def _reapply():
     mkl = _current[0]
     if mkl is not None and mkl.blocktime is not None:  # (not after a user's setting)
-        set_defaults(setting)
+        _follow["set"](_setting(_follow["idle"]))
 
 
 # A fork while another thread is inside MKL's memory allocator copies the allocator's

@@ -28,8 +28,9 @@ the OpenMP runtime already in the process: GNU's (``libgomp``, which PyTorch loa
 when its functions come first in the global symbol scope, else Intel's; an MKL already
 on Intel's layer beside GNU OpenMP is refused (its threaded products would be wrong).
 An Intel OpenMP runtime that loading MKL brings into the process gets a block time of
-1 ms (its workers stay awake between the products of a step, then sleep instead of
-spinning 200 ms on the core ember's own threads need), unless ``KMP_BLOCKTIME``,
+1 ms while the machine has a core to spare, else 0 (its workers stay awake between the
+products of a step, then sleep instead of spinning 200 ms on the core ember's own
+threads need), unless ``KMP_BLOCKTIME``,
 ``OMP_WAIT_POLICY`` or ``KMP_LIBRARY`` is set; a runtime loaded before (by another
 library) is left as it is. Before each ``os.fork`` MKL's buffer pools are emptied, so
 that a child never starts with MKL's allocator locked (:mod:`ember.backend.blas_openmp`).
@@ -629,6 +630,8 @@ def _mkl_matmul(a, b, out, bias=None):
     lib = _lib[0] or _load()
     if lib is False:
         return None
+    if lib.blocktime is not None:  # ember's block time: the one for the load now
+        _openmp.follow_load()
     isz = dt.itemsize
     if out is not None:
         if type(out) is not np.ndarray or out.dtype != dt or \
