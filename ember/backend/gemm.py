@@ -27,10 +27,13 @@ it when the ``mkl`` package is installed. MKL's thread count follows
 the OpenMP runtime already in the process: GNU's (``libgomp``, which PyTorch loads)
 when its functions come first in the global symbol scope, else Intel's; an MKL already
 on Intel's layer beside GNU OpenMP is refused (its threaded products would be wrong).
-An Intel OpenMP runtime that loading MKL brings into the process gets a block time of 0
-(its workers sleep as soon as a product ends instead of spinning 200 ms on the core
-ember's own threads need), unless ``KMP_BLOCKTIME``, ``OMP_WAIT_POLICY`` or
-``KMP_LIBRARY`` is set; a runtime loaded before (by another library) is left as it is.
+An Intel OpenMP runtime that loading MKL brings into the process gets a block time of
+1 ms while the machine has a core to spare, else 0 (its workers stay awake between the
+products of a step, then sleep instead of spinning 200 ms on the core ember's own
+threads need), unless ``KMP_BLOCKTIME``,
+``OMP_WAIT_POLICY`` or ``KMP_LIBRARY`` is set; a runtime loaded before (by another
+library) is left as it is. Before each ``os.fork`` MKL's buffer pools are emptied, so
+that a child never starts with MKL's allocator locked (:mod:`ember.backend.blas_openmp`).
 """
 import contextlib
 import os
@@ -39,6 +42,7 @@ import threading
 
 import numpy as np
 
+from ember.backend import blas_openmp as _openmp
 from ember.backend import thread_products as _products
 from ember.backend import threads as _threads
 from ember.backend.blas_kernels import MKL_ROW_GRAIN as _MKL_ROW_GRAIN
@@ -97,7 +101,7 @@ class _Mkl:
 
     def __init__(self, path):
         import ctypes
-        runtime_before = _intel_openmp(ctypes) is not None  # (loaded by someone else)
+        runtime_before = _openmp.intel_openmp(ctypes) is not None  # (someone else's)
         lib = ctypes.CDLL(path)
         i, p = ctypes.c_int, ctypes.c_void_p
         # the 32-bit-integer interface whatever MKL_INTERFACE_LAYER says (0 = LP64)
@@ -136,11 +140,11 @@ class _Mkl:
         self.lib = lib
         self.path = path
         self.ptr = _pointer_reader(ctypes)
-        # Intel OpenMP's block time set here (None: left as it was; see _quiet_workers)
+        # Intel OpenMP's block time set here (None: left as it was; blas_openmp)
         self.blocktime = None
-        if self.layer == _LAYER_INTEL and (not runtime_before or _refork[0]):
-            # (_refork: the runtime is the one ember loaded and set before a _reset)
-            self.blocktime = _quiet_workers(ctypes)
+        if self.layer == _LAYER_INTEL and (not runtime_before or _openmp.set_by_ember()):
+            # (set_by_ember: the runtime is the one ember loaded and set before a _reset)
+            self.blocktime = _openmp.quiet_workers(ctypes)
 
     @property
     def num_threads(self):
@@ -215,73 +219,6 @@ def _global_openmp_is_gnu():
     return not hasattr(runtime, "__kmpc_fork_call")
 
 
-# Intel OpenMP's names, by platform (the runtime MKL's Intel layer links against)
-_IOMP_NAMES = {"linux": ("libiomp5.so",), "darwin": ("libiomp5.dylib",),
-               "win32": ("libiomp5md.dll",)}
-# The environment variables by which a user chooses how Intel OpenMP's idle threads wait:
-# where one is set, ember leaves the runtime's waiting as the user has it
-_WAIT_VARS = ("KMP_BLOCKTIME", "OMP_WAIT_POLICY", "KMP_LIBRARY")
-# Intel OpenMP keeps its workers spinning for KMP_BLOCKTIME (200 ms by default) after
-# each parallel region. ember calls MKL between its own Python work and the splits of its
-# own pool, so after each threaded product MKL's worker spun on the second core for the
-# whole step: ember's CPU per step was twice its wall time at two threads, and its pool's
-# worker waited for that core (a split's wake-up up to ~3 ms instead of ~0.1). At 0 the
-# workers sleep as soon as a product ends and are woken by the next one (a futex, tens of
-# microseconds); docs/performance/blas-mkl.md, "MKL's OpenMP threads at two threads
-# (fifteenth pass)"
-_BLOCKTIME_MS = 0
-
-
-def _intel_openmp(ctypes):
-    """A handle of the Intel OpenMP runtime (``libiomp5``) already loaded in this
-    process, or None (not loaded, or this platform cannot look it up without loading)."""
-    noload = getattr(os, "RTLD_NOLOAD", None)
-    if noload is None:
-        return None
-    for name in _IOMP_NAMES.get(sys.platform, ()):
-        try:
-            return ctypes.CDLL(name, mode=noload)
-        except OSError:
-            continue
-    return None
-
-
-def _quiet_workers(ctypes):
-    """Give the Intel OpenMP runtime that loading MKL brought into the process a block time
-    of ``_BLOCKTIME_MS`` (see above) as its default for every thread
-    (``kmp_set_defaults``, as if ``KMP_BLOCKTIME`` had been set: products called from any
-    thread, not just this one, which is all ``kmp_set_blocktime`` reaches). Nothing is
-    changed where the user chose the waiting (``_WAIT_VARS``) or the runtime cannot be
-    found. Returns the block time now in force (milliseconds), or None where untouched."""
-    if any(v in os.environ for v in _WAIT_VARS):
-        return None
-    rt = _intel_openmp(ctypes)
-    try:
-        set_defaults, get = rt.kmp_set_defaults, rt.kmp_get_blocktime
-    except AttributeError:  # rt is None, or an OpenMP runtime without these entries
-        return None
-    set_defaults.argtypes = [ctypes.c_char_p]
-    set_defaults.restype = None
-    get.restype = ctypes.c_int
-    setting = f"KMP_BLOCKTIME={_BLOCKTIME_MS}".encode()
-    set_defaults(setting)
-    if hasattr(os, "register_at_fork") and not _refork[0]:
-        # a forked child's runtime starts over from the environment (its own fork
-        # handler): a DataLoader worker's products would spin 200 ms again
-        _refork[0] = True
-        os.register_at_fork(after_in_child=lambda: _reapply(set_defaults, setting))
-    return get()
-
-
-_refork = [False]  # ember set the block time in this process and registered the fork handler
-
-
-def _reapply(set_defaults, setting):
-    lib = _lib[0]
-    if lib and lib.blocktime is not None:  # (not after ``_reset`` or a user's setting)
-        set_defaults(setting)
-
-
 def _pointer_reader(ctypes):
     """A fast ``x.ctypes.data``: ``x.ctypes`` builds an object per call (about 3 us, as
     long as a small product); in CPython an ndarray's data pointer is the field right
@@ -336,6 +273,8 @@ def _find():
         return False
     mkl.set_num_threads(_threads.get_num_threads())
     _threads.add_blas(mkl)
+    _openmp.adopt(mkl)
+    _openmp.guard_fork(mkl.lib)  # (a fork must not copy MKL's allocator mid-update)
     return mkl
 
 
@@ -384,6 +323,7 @@ def _reset():
     lib = _lib[0]
     if lib:
         _threads.remove_blas(lib)
+    _openmp.adopt(None)
     _lib[0] = None
 
 
@@ -690,6 +630,8 @@ def _mkl_matmul(a, b, out, bias=None):
     lib = _lib[0] or _load()
     if lib is False:
         return None
+    if lib.blocktime is not None:  # ember's block time: the one for the load now
+        _openmp.follow_load()
     isz = dt.itemsize
     if out is not None:
         if type(out) is not np.ndarray or out.dtype != dt or \
