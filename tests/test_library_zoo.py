@@ -22,8 +22,18 @@ DRIVERS = Path(__file__).parent / "library_drivers"
 _ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
         "PYTHONWARNINGS": "ignore"}
 
-# timm in float64: each array within 1e-9 of its largest value
-TIMM_TOL = (1e-9, 1e-12)
+# timm in float64: each array within 1e-6 of its largest value: a few models compute
+# parts in float32 on purpose (EfficientViT's linear attention calls .float(), Gemma 4's
+# rotary frequencies and the ViTs' position-embedding resampling are float32), 1e-7 of
+# their size; the rest agree to 1e-12. Gradients within 1e-5: batch norm over a batch of
+# 2 and 1x1 feature maps makes them as large as 1e11 (RexNet), and amplifies float64
+# rounding to 2e-6 of that
+TIMM_TOL = (1e-6, 1e-12)
+TIMM_GRAD_TOL = (1e-5, 1e-12)
+# and two whose gradients carry more: DenseNet's at 48 pixels reach 1e13 (batch norm
+# of near-equal pairs), 4e-4 of that; EfficientViT's pass back through its float32
+# attention, 5e-4
+TIMM_LOOSE_GRADS = {"densenet": (1e-3, 1e-12), "efficientvit_mit": (1e-3, 1e-12)}
 # transformers in float32: within 2e-5 of each array's largest value (float32 rounding
 # through two layers); the speech models' CTC loss runs in float32 over 48 frames
 # (log_softmax(dtype=float32) in their code), whose gradients differ with the order of
@@ -35,9 +45,16 @@ CTC_MODELS = {"wav2vec2", "hubert", "wavlm", "data2vec-audio"}
 # what still differs: "timm/FAMILY" or "transformers/KEY" -> (the start of its status,
 # the reason)
 KNOWN = {
+    "timm/cpubone": (
+        "differs: cpubone/48/",
+        "dropout after layers whose output torch lays out channels-last (torch carries a "
+        "tensor's memory format through convolutions, GELU, GroupNorm and residual adds; "
+        "ember's outputs are row-major), so its mask is drawn in another order: the "
+        "training-mode values at 48 pixels (3x3 maps) differ; at 32 pixels (1x1 maps) "
+        "both orders are one"),
 }
 
-TIMM_SAMPLE = ("resnet", "convnext", "efficientnet", "byobnet", "mambaout", "nfnet")
+TIMM_SAMPLE = ("resnet", "convnext", "efficientnet", "byobnet", "mambaout", "nfnet", "cpubone")
 TRANSFORMERS_SAMPLE = ("bert", "gpt2", "llama", "phi", "t5", "vit", "swin", "wav2vec2")
 
 
@@ -48,10 +65,11 @@ def _run(args, timeout=900):
     return r.stdout
 
 
-def _status(key, want, got, tol):
+def _status(key, want, got, tol, grad_tol=None):
     """``ok``, or what differs for one model: ``raises: ...`` (ember raises where torch
     does not), ``differs: ARRAY`` (the first array off by more than ``tol``, relative to
-    its largest value), ``keys: ...``; ``torch raises`` when torch itself refuses."""
+    its largest value; gradients by ``grad_tol`` when given), ``keys: ...``; ``torch
+    raises`` when torch itself refuses."""
     if f"{key}/error" in want:
         return f"torch raises: {want[f'{key}/error']}"
     if f"{key}/error" in got:
@@ -60,8 +78,8 @@ def _status(key, want, got, tol):
     gk = sorted(k for k in got if k.startswith(f"{key}/"))
     if wk != gk:
         return f"keys: {sorted(set(wk) ^ set(gk))[:3]}"
-    rtol, atol = tol
     for k in wk:
+        rtol, atol = grad_tol if grad_tol and k.endswith("/grad") else tol
         w, g = want[k], got[k]
         if (w.shape, w.dtype) != (g.shape, g.dtype):
             return f"differs: {k} {g.shape} {g.dtype} for {w.shape} {w.dtype}"
@@ -78,7 +96,7 @@ def _status(key, want, got, tol):
 
 def sweep(driver, keys, tol_of, tmp):
     """Run ``driver`` for ``keys`` (all when empty) on torch and on ember; each model's
-    status."""
+    status. ``tol_of(model)`` gives its (tolerance, gradient tolerance)."""
     on_torch, on_ember = Path(tmp) / "torch.npz", Path(tmp) / "ember.npz"
     _run([str(DRIVERS / driver), str(on_torch), *keys])
     out = _run(["-m", "ember", "run", str(DRIVERS / driver), str(on_ember), *keys])
@@ -86,7 +104,7 @@ def sweep(driver, keys, tol_of, tmp):
     want, got = np.load(on_torch), np.load(on_ember)
     models = sorted({k.split("/")[0] for k in want})
     assert not keys or models == sorted(keys), models
-    return {m: _status(m, want, got, tol_of(m)) for m in models}
+    return {m: _status(m, want, got, *tol_of(m)) for m in models}
 
 
 def _check(library, statuses):
@@ -100,11 +118,15 @@ def _check(library, statuses):
 
 
 def _transformers_tol(key):
-    return CTC_TOL if key in CTC_MODELS else TRANSFORMERS_TOL
+    return (CTC_TOL if key in CTC_MODELS else TRANSFORMERS_TOL), None
+
+
+def _timm_tol(key):
+    return TIMM_TOL, TIMM_LOOSE_GRADS.get(key, TIMM_GRAD_TOL)
 
 
 def test_timm_families_sample(tmp_path):
-    _check("timm", sweep("timm_zoo.py", TIMM_SAMPLE, lambda key: TIMM_TOL, tmp_path))
+    _check("timm", sweep("timm_zoo.py", TIMM_SAMPLE, _timm_tol, tmp_path))
 
 
 def test_transformers_classes_sample(tmp_path):
@@ -161,7 +183,7 @@ def main():
     """Run every model of both sweeps; print each status and the counts."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, driver, tol_of in (("timm", "timm_zoo.py", lambda key: TIMM_TOL),
+        for name, driver, tol_of in (("timm", "timm_zoo.py", _timm_tol),
                                      ("transformers", "transformers_zoo.py",
                                       _transformers_tol)):
             statuses = sweep(driver, (), tol_of, tmp)
