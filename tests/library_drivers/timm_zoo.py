@@ -1,14 +1,14 @@
-"""A sweep over timm"s model families (``timm.list_modules()``): one small variant per
+"""A sweep over timm's model families (``timm.list_modules()``): one small variant per
 family (the one with the fewest parameters that builds and runs in well under a second
 on torch; a few get tiny widths and depths through their keyword arguments), each built
 after ``torch.manual_seed(0)`` by timm itself, in float64. At each input size it runs a
-forward in training mode on a batch of 2, a ``cross_entropy`` loss and its backward,
+forward in training mode on a batch of 4, a ``cross_entropy`` loss and its backward,
 then a forward in eval mode. The initial weights, logits, losses and every gradient go
-to the .npz file named on the command line under the family"s key; a build that raises
+to the .npz file named on the command line under the family's key; a build that raises
 records its error (``KEY/error``), an input size the model refuses records the
-exception"s type (``KEY/SIZE/raises``), so one failure does not hide the others.
+exception's type (``KEY/SIZE/raises``), so one failure does not hide the others.
 
-float64: batch norm over a batch of 2 and tiny feature maps turns float32"s 1-ulp
+float64: batch norm over a batch of 4 and tiny feature maps turns float32's 1-ulp
 differences into 1e-3 (see timm_models.py); in float64 every number agrees to 1e-9.
 
 Usage: ``timm_zoo.py OUT.npz [FAMILY ...]`` (all of ``MODELS`` by default)."""
@@ -146,8 +146,8 @@ def run(key, out):
     out[f"{key}/init"] = fingerprint(params)
     out[f"{key}/param_sizes"] = np.array([p.numel() for p in params])
     for size in sizes[0] if sizes else SIZES:
-        x = torch.tensor(rng.standard_normal((2, 3, size, size)))
-        y = torch.tensor(rng.integers(0, 5, 2))
+        x = torch.tensor(rng.standard_normal((4, 3, size, size)))
+        y = torch.tensor(rng.integers(0, 5, 4))
         try:
             model.train()
             logits = model(x)
@@ -157,7 +157,7 @@ def run(key, out):
             model.eval()
             with torch.no_grad():
                 evaluated = model(x)
-        except Exception as e:  # compared by type with the other run"s
+        except Exception as e:  # compared by type with the other run's
             out[f"{key}/{size}/raises"] = np.array(type(e).__name__)
             continue
         out[f"{key}/{size}/logits"] = logits.detach().numpy()
