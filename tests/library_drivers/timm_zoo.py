@@ -1,5 +1,5 @@
 """A sweep over timm's model families (``timm.list_modules()``): one small variant per
-family (the one with the fewest parameters that builds and runs in well under a second
+family (the one with the fewest parameters that builds and runs in under 1.5 s
 on torch; a few get tiny widths and depths through their keyword arguments), each built
 after ``torch.manual_seed(0)`` by timm itself, in float64. At each input size it runs a
 forward in training mode on a batch of 4, a ``cross_entropy`` loss and its backward,
