@@ -559,24 +559,42 @@ def _new_like(self, dtype, device):
     return (_dt.to_dtype(dtype) or self.dtype), (backend.as_device(device) or self.device)
 
 
+def _size_arg(name, size, kwargs):
+    """The size given positionally (``new_ones(2, 3)``, ``new_ones((2, 3))``) or as torch's
+    keyword (``new_ones(size=(2, 3))``, a sequence), not both."""
+    size_kw = kwargs.pop("size", None)
+    if kwargs:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if size_kw is None:
+        return size
+    if size:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    if isinstance(size_kw, (int, np.integer)):
+        raise TypeError(f"{name}(): argument 'size' must be tuple of ints, not int")
+    return (size_kw,)
+
+
 def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
+               pin_memory=False, **size_kw):
     """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
     dt, dev = _new_like(self, dtype, device)
+    size = _size_arg("new_zeros", size, size_kw)
     return _filled(0, size, dt, dev, requires_grad)
 
 
 def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-              pin_memory=False):
+              pin_memory=False, **size_kw):
     """Ones of ``size`` with this tensor's dtype and device (unless given)."""
     dt, dev = _new_like(self, dtype, device)
+    size = _size_arg("new_ones", size, size_kw)
     return _filled(1, size, dt, dev, requires_grad)
 
 
 def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
+               pin_memory=False, **size_kw):
     """An uninitialised tensor of ``size`` with this tensor's dtype and device."""
     dt, dev = _new_like(self, dtype, device)
+    size = _size_arg("new_empty", size, size_kw)
     return _filled(None, size, dt, dev, requires_grad)
 
 

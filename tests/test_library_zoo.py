@@ -163,6 +163,20 @@ def test_to_with_none_positionally_is_torch_to_device_none():
     assert x.to(None, None) is x
 
 
+def test_new_factories_take_size_as_keyword():
+    # Longformer builds its masks with hidden_states.new_ones(size=..., dtype=...)
+    import torch
+
+    import ember
+    for m in (torch, ember):
+        x = m.ones(2, dtype=m.float64)
+        assert x.new_ones(size=(2, 3)).shape == (2, 3)
+        assert x.new_zeros(size=[1]).dtype == m.float64
+        assert x.new_empty(size=(4,)).shape == (4,)
+        with np.testing.assert_raises(TypeError):
+            x.new_ones(2, size=(3,))
+
+
 def test_cudnn_flags_sets_and_restores():
     # the speech models' CTC loss runs inside torch.backends.cudnn.flags(enabled=False)
     import ember.backends.cudnn as cudnn
