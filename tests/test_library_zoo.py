@@ -149,7 +149,9 @@ def test_dropout_of_a_transposed_input_draws_torch_mask():
         x = m.ones(3, 40, dtype=m.float64).t()
         masks.append((m.nn.functional.dropout(x, 0.5).numpy(),
                       m.nn.Dropout(0.3)(m.ones(2, 5, 7).permute(2, 0, 1)).numpy(),
-                      m.nn.functional.dropout(m.ones(4, 6)[:, ::2], 0.5).numpy()))
+                      m.nn.functional.dropout(m.ones(4, 6)[:, ::2], 0.5).numpy(),
+                      m.nn.functional.dropout(m.ones(2, 3, 4, 5).contiguous(
+                          memory_format=m.channels_last), 0.5).numpy()))
     for want, got in zip(*masks):
         np.testing.assert_array_equal(got, want)
 
