@@ -583,9 +583,25 @@ def _traced_ints(*values):
     return traced_ints(*values)
 
 
+def _size_arg(name, size, kwargs):
+    """The size given positionally (``new_ones(2, 3)``, ``new_ones((2, 3))``) or as torch's
+    keyword (``new_ones(size=(2, 3))``, a sequence), not both."""
+    size_kw = kwargs.pop("size", None)
+    if kwargs:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if size_kw is None:
+        return size
+    if size:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    if isinstance(size_kw, (int, np.integer)):
+        raise TypeError(f"{name}(): argument 'size' must be tuple of ints, not int")
+    return (size_kw,)
+
+
 def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
+               pin_memory=False, **size_kw):
     """Zeros of ``size`` with this tensor's dtype and device (unless given)."""
+    size = _size_arg("new_zeros", size, size_kw)
     if _mode_active[0] and (r := _traced_ints(*size)) is not None:
         # a traced size: one node, its shape made again at the value
         return r[0].composite("new_zeros", _new_zeros, (self,) + r[1],
@@ -595,8 +611,9 @@ def _new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout
 
 
 def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-              pin_memory=False):
+              pin_memory=False, **size_kw):
     """Ones of ``size`` with this tensor's dtype and device (unless given)."""
+    size = _size_arg("new_ones", size, size_kw)
     if _mode_active[0] and (r := _traced_ints(*size)) is not None:
         # a traced size: one node, its shape made again at the value
         return r[0].composite("new_ones", _new_ones, (self,) + r[1],
@@ -606,9 +623,10 @@ def _new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=
 
 
 def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
+               pin_memory=False, **size_kw):
     """An uninitialised tensor of ``size`` with this tensor's dtype and device."""
     dt, dev = _new_like(self, dtype, device)
+    size = _size_arg("new_empty", size, size_kw)
     return _filled(None, size, dt, dev, requires_grad)
 
 

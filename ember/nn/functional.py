@@ -9,6 +9,7 @@ import math
 import warnings
 
 from ember import _core as ember
+from ember._random_layout import empty_like_layout
 from ember._tensor import Tensor, _mode_active, _mode_recorder
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import no_grad
@@ -203,7 +204,11 @@ def _check_p(p):
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _noise(input, shape, q):
     """A 0/1 tensor of ``shape`` in input's dtype, 1 with probability ``q`` (ember's RNG,
-    drawn as PyTorch draws its dropout masks: ``empty(shape).bernoulli_(q)``)."""
+    drawn as PyTorch draws its dropout masks: ``empty_like(input).bernoulli_(q)``, which
+    fills a transposed input's mask in its memory order; a feature mask is
+    ``empty(shape)``)."""
+    if shape == tuple(input.shape):
+        return empty_like_layout(input).bernoulli_(q)
     return ember.empty(shape, dtype=input.dtype, device=input.device).bernoulli_(q)
 
 

@@ -297,7 +297,9 @@ def _parse_to(args, kwargs):
     kwargs.pop("non_blocking", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-    for a in args:
+    for i, a in enumerate(args):
+        if a is None and i < 2:
+            continue  # torch's to(device=None, dtype=None, ...) spelled positionally
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
         elif isinstance(a, (_dt.dtype, type)) or (hasattr(a, "dtype") and not isinstance(
