@@ -117,3 +117,26 @@ def test_group_loops_split_over_two_threads_keep_the_bits(monkeypatch, name, kw)
     assert splits and all(r == 17 for r in splits), splits  # 1 + 1 + 10 + 2 + 3 pieces
     for a, b in zip(res[1][0] + res[1][1], res[2][0] + res[2][1]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_group_loops_at_one_thread_call_each_parameters_loop_whole(monkeypatch):
+    """At one ember thread a group's update calls each parameter's loop once on its whole
+    flat arrays (no block split), and keeps the NumPy update's bits."""
+    saved = ember.get_num_threads()
+    monkeypatch.setattr(_one_pass, "parallel_rows",
+                        lambda *a, **k: pytest.fail("split at one thread"))
+    calls = []
+    real = _one_pass._numba_kernels()["sgd"]
+    monkeypatch.setitem(_one_pass._kernels, "sgd",
+                        lambda p, *rest: calls.append(p.size) or real(p, *rest))
+    try:
+        ember.set_num_threads(1)
+        ps, bufs = _run(ember, "SGD", dict(lr=0.1, momentum=0.9), np.float32, False, None)
+    finally:
+        ember.set_num_threads(saved)
+    sizes = sorted(int(np.prod(s)) for s in _SHAPES)
+    assert calls and sorted(calls[-len(sizes):]) == sizes, calls
+    monkeypatch.undo()
+    ref = _run(ember, "SGD", dict(lr=0.1, momentum=0.9), np.float32, False, False)
+    for a, b in zip(ps + bufs, ref[0] + ref[1]):
+        np.testing.assert_array_equal(a, b)

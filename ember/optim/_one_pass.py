@@ -13,7 +13,7 @@ returns False, having changed nothing, where its loop does not cover the arrays
 import numpy as np
 
 from ember._tensor import Tensor
-from ember.backend.threads import parallel_rows
+from ember.backend.threads import get_num_threads, parallel_rows
 
 __all__ = ["available", "sgd", "sgd_group", "adam", "adam_group"]
 
@@ -196,6 +196,13 @@ def _run_calls(kernel, calls, cost):
     several: the parameters' elements, in pieces of ``_GRAIN``, are cut into blocks of
     about equal size across parameters (a kernel call per parameter piece of a block).
     ``cost``: operations per element."""
+    if get_num_threads() < 2:
+        # one thread: each parameter's whole call, as the one block below would make
+        # them, without its slicing arithmetic per parameter (a compiled step calls
+        # this every step)
+        for arrays, args in calls:
+            kernel(*arrays, *args)
+        return
     starts, total = [], 0
     for arrays, _ in calls:
         starts.append(total)
