@@ -1,7 +1,7 @@
 """The numba erf kernels (``ember[fast]``) of an older ember tree, this tree's and
 torch's, in one process, calls alternated: float32 erf, erfc, exact GELU (forward,
 no graph), its backward's array kernel, the tanh GELU (forward, no graph) and erfinv on
-2**20 values.
+2**20 values; float64 erf, erfc and erfinv likewise.
 
     git archive <before> | tar -x -C /tmp/before
     python benchmarks/erf_kernels_ab.py /tmp/before [--rounds R]
@@ -76,6 +76,8 @@ def main():
     x = rng.standard_normal(2 ** 20).astype(np.float32)
     u = rng.uniform(-1, 1, 2 ** 20).astype(np.float32)
     xt, ut = torch.from_numpy(x), torch.from_numpy(u)
+    x64, u64 = x.astype(np.float64), rng.uniform(-1, 1, 2 ** 20)
+    x64t, u64t = torch.from_numpy(x64), torch.from_numpy(u64)
     gy = rng.standard_normal(2 ** 20).astype(np.float32)
     gyt, ope = torch.from_numpy(gy), new.gelu(x)[1]
     cases = {
@@ -87,6 +89,9 @@ def main():
         "gelu tanh": (lambda m: gelu_tanh(m, x),
                       lambda: torch.nn.functional.gelu(xt, approximate="tanh")),
         "erfinv f32": (lambda m: inv[id(m)].erfinv32(u), lambda: torch.erfinv(ut)),
+        "erf f64": (lambda m: m.erf_erfc(x64, True, False), lambda: torch.erf(x64t)),
+        "erfc f64": (lambda m: m.erf_erfc(x64, False, True), lambda: torch.erfc(x64t)),
+        "erfinv f64": (lambda m: inv[id(m)].erfinv64(u64), lambda: torch.erfinv(u64t)),
     }
     print(f"CPU ms, median of {args.rounds} alternated calls, 1 thread; "
           f"load average {os.getloadavg()[0]:.2f}")
