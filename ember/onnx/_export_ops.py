@@ -577,3 +577,19 @@ def _pdist(g, node, input, p=2):
     return g.op("Compress", [g.op("Reshape", [dist, flat]), g.op("Reshape", [mask, flat])],
                 axis=0)
 
+
+
+@exports(elementwise.Addcmul, elementwise.Addcdiv)
+def _addc(g, node, x, t1, t2, value=1):
+    """``x + value * t1 * t2`` (``addcmul``) or ``x + value * (t1 / t2)`` (``addcdiv``):
+    Mul/Div, Mul by the number, Add, over operands of one dtype."""
+    dts = {g.np_dtype(a) for a in (x, t1, t2)}
+    if len(dts) != 1:
+        raise UnsupportedOnnxExport(
+            f"{node.target._op_name} of mixed dtypes {sorted(map(str, dts))}")
+    a, b = g.tensor(t1), g.tensor(t2)
+    if issubclass(node.target, elementwise.Addcdiv):
+        p = g.op("Mul", [g.tensor(value, like=x), g.op("Div", [a, b])])
+    else:
+        p = g.op("Mul", [a if value == 1 else g.op("Mul", [g.tensor(value, like=x), a]), b])
+    return g.op("Add", [g.tensor(x), p])

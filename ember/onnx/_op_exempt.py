@@ -92,7 +92,7 @@ _NO_OPERATOR = (
 
 _NOT_YET = (
     "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, variance._StdMean,
+    extrema._Aminmax, variance._StdMean,
     variance._VarMean,
     index_along.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,
     index_scatter.IndexReduce,
