@@ -593,3 +593,10 @@ def _addc(g, node, x, t1, t2, value=1):
     else:
         p = g.op("Mul", [a if value == 1 else g.op("Mul", [g.tensor(value, like=x), a]), b])
     return g.op("Add", [g.tensor(x), p])
+
+
+@exports(extrema._MaxAll, extrema._MinAll)
+def _extreme_all(g, node, x):
+    """``x.max()`` / ``x.min()``: ReduceMax / ReduceMin over every axis, to a 0-d tensor."""
+    op = "ReduceMax" if issubclass(node.target, extrema._MaxAll) else "ReduceMin"
+    return _reduce_axes(g, op, x, list(range(_rank(x))), False)
