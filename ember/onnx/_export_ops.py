@@ -56,6 +56,7 @@ from ember.ops import (
     power,
     quantization,
     reduction,
+    reorder,
     scan,
     softmaxes,
     unary,
@@ -600,3 +601,22 @@ def _extreme_all(g, node, x):
     """``x.max()`` / ``x.min()``: ReduceMax / ReduceMin over every axis, to a 0-d tensor."""
     op = "ReduceMax" if issubclass(node.target, extrema._MaxAll) else "ReduceMin"
     return _reduce_axes(g, op, x, list(range(_rank(x))), False)
+
+
+@exports(reorder.Roll)
+def _roll(g, node, x, shifts, dims):
+    """``roll``: per dim, a ``Gather`` at ``(arange(n) - shift) mod n`` with ``n`` read
+    from the runtime shape, so a dynamic axis rolls at any size; no dims rolls the
+    flattened elements and restores the shape."""
+    i64 = lambda v, name: g.const(np.asarray(v, np.int64), name)  # noqa: E731
+    t = g.tensor(x)
+    shape = g.op("Shape", [t])
+    flat = not dims
+    if flat:
+        t, dims = g.op("Reshape", [t, i64([-1], "flat")]), (0,)
+    for s, d in zip(shifts, dims):
+        n = g.op("Gather", [g.op("Shape", [t]), i64(d, "dim")])
+        idx = g.op("Range", [i64(0, "zero"), n, i64(1, "one")])
+        idx = g.op("Mod", [g.op("Sub", [idx, i64(s, "shift")]), n])
+        t = g.op("Gather", [t, idx], axis=d)
+    return g.op("Reshape", [t, shape]) if flat else t

@@ -110,7 +110,7 @@ _NOT_YET = (
     pooling.GatherFlat, resample.Resample, resample.Take,
     adaptive_pooling.AdaptiveMaxPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D, rnn_packing.PackPadded,
-    rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
+    rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Select,
     shape.Unfold)
 
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which
