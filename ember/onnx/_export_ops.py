@@ -596,13 +596,6 @@ def _addc(g, node, x, t1, t2, value=1):
     return g.op("Add", [g.tensor(x), p])
 
 
-@exports(extrema._MaxAll, extrema._MinAll)
-def _extreme_all(g, node, x):
-    """``x.max()`` / ``x.min()``: ReduceMax / ReduceMin over every axis, to a 0-d tensor."""
-    op = "ReduceMax" if issubclass(node.target, extrema._MaxAll) else "ReduceMin"
-    return _reduce_axes(g, op, x, list(range(_rank(x))), False)
-
-
 @exports(reorder.Roll)
 def _roll(g, node, x, shifts, dims):
     """``roll``: per dim, a ``Gather`` at ``(arange(n) - shift) mod n`` with ``n`` read
