@@ -56,6 +56,7 @@ from ember.ops import (
     power,
     quantization,
     reduction,
+    reorder,
     scan,
     softmaxes,
     unary,
@@ -577,3 +578,38 @@ def _pdist(g, node, input, p=2):
     return g.op("Compress", [g.op("Reshape", [dist, flat]), g.op("Reshape", [mask, flat])],
                 axis=0)
 
+
+
+@exports(elementwise.Addcmul, elementwise.Addcdiv)
+def _addc(g, node, x, t1, t2, value=1):
+    """``x + value * t1 * t2`` (``addcmul``) or ``x + value * (t1 / t2)`` (``addcdiv``):
+    Mul/Div, Mul by the number, Add, over operands of one dtype."""
+    dts = {g.np_dtype(a) for a in (x, t1, t2)}
+    if len(dts) != 1:
+        raise UnsupportedOnnxExport(
+            f"{node.target._op_name} of mixed dtypes {sorted(map(str, dts))}")
+    a, b = g.tensor(t1), g.tensor(t2)
+    if issubclass(node.target, elementwise.Addcdiv):
+        p = g.op("Mul", [g.tensor(value, like=x), g.op("Div", [a, b])])
+    else:
+        p = g.op("Mul", [a if value == 1 else g.op("Mul", [g.tensor(value, like=x), a]), b])
+    return g.op("Add", [g.tensor(x), p])
+
+
+@exports(reorder.Roll)
+def _roll(g, node, x, shifts, dims):
+    """``roll``: per dim, a ``Gather`` at ``(arange(n) - shift) mod n`` with ``n`` read
+    from the runtime shape, so a dynamic axis rolls at any size; no dims rolls the
+    flattened elements and restores the shape."""
+    i64 = lambda v, name: g.const(np.asarray(v, np.int64), name)  # noqa: E731
+    t = g.tensor(x)
+    shape = g.op("Shape", [t])
+    flat = not dims
+    if flat:
+        t, dims = g.op("Reshape", [t, i64([-1], "flat")]), (0,)
+    for s, d in zip(shifts, dims):
+        n = g.op("Gather", [g.op("Shape", [t]), i64(d, "dim")])
+        idx = g.op("Range", [i64(0, "zero"), n, i64(1, "one")])
+        idx = g.op("Mod", [g.op("Sub", [idx, i64(s, "shift")]), n])
+        t = g.op("Gather", [t, idx], axis=d)
+    return g.op("Reshape", [t, shape]) if flat else t

@@ -92,7 +92,7 @@ _NO_OPERATOR = (
 
 _NOT_YET = (
     "ONNX has an equivalent (ScatterElements, Einsum...); no converter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul, extrema._Aminmax, variance._StdMean,
+    extrema._Aminmax, variance._StdMean,
     variance._VarMean,
     index_along.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,
     index_scatter.IndexReduce,
@@ -111,7 +111,7 @@ _NOT_YET = (
     pooling.GatherFlat, resample.Resample, resample.Take,
     adaptive_pooling.AdaptiveMaxPool3D, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D, rnn_packing.PackPadded,
-    rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Roll, shape.Select,
+    rnn_packing.PadPacked, rnn_packing.PadSequence, scan.GatherAlong, shape.Select,
     shape.Unfold)
 
 # batch norm over the (C,) parameters: eager only (a capture records Normalize, which
