@@ -5,7 +5,8 @@ the trace, and its saved TorchScript in ``torch.jit.load`` and ``ember.jit.load`
 eager's answer at another value and another shape. The ops along a dim that had no
 TorchScript spelling (``diagonal``, ``diag_embed``, ``var``/``std`` and with their
 mean, ``aminmax``, ``mode``/``median``, ``cummax``/``cummin``, ``index_copy``,
-``scatter_add``) save and run in ``torch.jit.load`` at other shapes. ``movedim`` and
+``scatter_add``), ``addcmul``/``addcdiv`` and ``all``/``any`` over dims save and run
+in ``torch.jit.load`` at other shapes. ``movedim`` and
 ``Tensor.flip`` take the tensors torch takes (docs/differences.md, "jit.trace records
 the calls that use a traced int in Python (sixteenth pass)")."""
 import io
@@ -68,6 +69,12 @@ _SPELLED = {
     "index_copy": (lambda m, x: x.index_copy(0, m.tensor([1, 0]), x[:2] * 2), (3, 4), (5, 2)),
     "scatter_add": (lambda m, x: x.scatter_add(1, m.zeros(x.shape, dtype=m.int64), x),
                     (3, 4), (5, 2)),
+    "addcmul": (lambda m, x: m.addcmul(x, x, x * 2, value=0.5), (3, 4), (5, 2)),
+    "addcdiv": (lambda m, x: x.addcdiv(x, x.abs() + 1, value=-2), (3, 4), (5, 2)),
+    "all": (lambda m, x: m.all(x > 0), (3, 4), (5, 2)),
+    "any dim": (lambda m, x: m.any(x > 0, 1, keepdim=True), (3, 4), (5, 2)),
+    "all dims keepdim": (lambda m, x: (x > -1).all((0, 1), True), (3, 4), (5, 2)),
+    "any keepdim": (lambda m, x: m.any(x > 0, dim=None, keepdim=True), (3, 4), (5, 2)),
 }
 
 

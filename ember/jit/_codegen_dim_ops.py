@@ -2,7 +2,8 @@
 same shape: diagonals (``diagonal``, ``diag_embed``), the statistics (``var``, ``std``
 and with their mean), the selecting reductions (``aminmax``, ``mode``, ``median`` and
 ``nanmedian`` along a dim), the running extremes (``cummax``, ``cummin``) and the
-writes along a dim (``index_copy``, ``scatter_add``); and the calls recorded whole
+writes along a dim (``index_copy``, ``scatter_add``); ``addcmul``/``addcdiv`` with
+their Scalar, ``all``/``any`` over dims; and the calls recorded whole
 because a traced 0-d tensor gave them an int they use in Python
 (:data:`ember._graph.names.INT_ARG_CALLS`), written as the aten call PyTorch's tracer
 records after its ``aten::Int``, so a saved trace runs at the value given then."""
@@ -10,7 +11,16 @@ import numpy as np
 
 from ember._graph.ir import Ref
 from ember.jit._codegen_emitter import emits, literal
-from ember.ops import diagonals, extrema, gather_scatter, index_along, scan, variance
+from ember.ops import (
+    diagonals,
+    extrema,
+    gather_scatter,
+    index_along,
+    reduction,
+    scan,
+    ternary,
+    variance,
+)
 
 
 def _int(em, v):
@@ -367,3 +377,29 @@ def _movedim(em, node, input, source, destination):
     if isinstance(source, (tuple, list)):
         return f"torch.movedim({em.e(input)}, {_ints(em, source)}, {_ints(em, destination)})"
     return f"torch.movedim({em.e(input)}, {_int(em, source)}, {_int(em, destination)})"
+
+
+# ----- the pointwise ops with a Scalar, and all/any over dims -----------------------------
+def _addc(aten):
+    def emit(em, node, x, t1, t2, value):
+        return f"torch.{aten}({em.e(x)}, {em.e(t1)}, {em.e(t2)}, value={_number(em, value)})"
+    return emit
+
+
+emits(ternary.Addcmul)(_addc("addcmul"))
+emits(ternary.Addcdiv)(_addc("addcdiv"))
+
+
+def _all_any(aten):
+    def emit(em, node, x, axes, keepdim):
+        if axes is None:
+            axes = tuple(range(len(node.inputs[0].shape))) if keepdim else None
+        if axes is None:
+            return f"torch.{aten}({em.e(x)})"
+        return (f"torch.{aten}({em.e(x)}, {em.ints(tuple(np.atleast_1d(axes)))}, "
+                f"{literal(bool(keepdim))})")
+    return emit
+
+
+emits(reduction._All)(_all_any("all"))
+emits(reduction._Any)(_all_any("any"))

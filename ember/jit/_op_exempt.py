@@ -50,7 +50,6 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul,
     index_along.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,
     index_scatter.IndexReduce,
     indexing.SetItemCopy, indexing.SetItemSlices,
@@ -68,7 +67,7 @@ _NOT_YET = (
     linalg_lu.Geqrf, linalg_lu.LuFactorEx,
     pooling.GatherFlat, power.RPowScalar, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D,
-    reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
+    reduction.Nansum, reduction.Prod, reduction.ProdDim,
     reduction._CountNonzero, resample.Resample, resample.Take,
     rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence, scan.Cumprod,
     scan.GatherAlong, shape.Unfold)
