@@ -5,7 +5,8 @@ the trace, and its saved TorchScript in ``torch.jit.load`` and ``ember.jit.load`
 eager's answer at another value and another shape. The ops along a dim that had no
 TorchScript spelling (``diagonal``, ``diag_embed``, ``var``/``std`` and with their
 mean, ``aminmax``, ``mode``/``median``, ``cummax``/``cummin``, ``index_copy``,
-``scatter_add``), ``addcmul``/``addcdiv`` and ``all``/``any`` over dims save and run
+``scatter_add``), ``addcmul``/``addcdiv``, ``all``/``any`` over dims, ``prod``, ``nansum``
+and ``cumprod`` save and run
 in ``torch.jit.load`` at other shapes. ``movedim`` and
 ``Tensor.flip`` take the tensors torch takes (docs/differences.md, "jit.trace records
 the calls that use a traced int in Python (sixteenth pass)")."""
@@ -75,6 +76,13 @@ _SPELLED = {
     "any dim": (lambda m, x: m.any(x > 0, 1, keepdim=True), (3, 4), (5, 2)),
     "all dims keepdim": (lambda m, x: (x > -1).all((0, 1), True), (3, 4), (5, 2)),
     "any keepdim": (lambda m, x: m.any(x > 0, dim=None, keepdim=True), (3, 4), (5, 2)),
+    "nansum": (lambda m, x: m.nansum(x.log(), (0, 1), keepdim=True), (3, 4), (5, 2)),
+    "nansum all float64": (lambda m, x: x.log().nansum(dtype=m.float64), (3, 4), (5, 2)),
+    "prod": (lambda m, x: m.prod(x), (3, 4), (5, 2)),
+    "prod dim": (lambda m, x: x.prod(1, keepdim=True), (3, 4), (5, 2)),
+    "prod int": (lambda m, x: (x * 3).to(m.int32).prod(0), (3, 4), (5, 2)),
+    "cumprod": (lambda m, x: m.cumprod(x, 1), (3, 4), (5, 2)),
+    "cumprod float64": (lambda m, x: x.cumprod(0, dtype=m.float64), (3, 4), (5, 2)),
 }
 
 

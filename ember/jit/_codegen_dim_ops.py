@@ -3,7 +3,8 @@ same shape: diagonals (``diagonal``, ``diag_embed``), the statistics (``var``, `
 and with their mean), the selecting reductions (``aminmax``, ``mode``, ``median`` and
 ``nanmedian`` along a dim), the running extremes (``cummax``, ``cummin``) and the
 writes along a dim (``index_copy``, ``scatter_add``); ``addcmul``/``addcdiv`` with
-their Scalar, ``all``/``any`` over dims; and the calls recorded whole
+their Scalar, ``all``/``any`` over dims, ``prod``, ``nansum`` and ``cumprod`` with their
+dtype; and the calls recorded whole
 because a traced 0-d tensor gave them an int they use in Python
 (:data:`ember._graph.names.INT_ARG_CALLS`), written as the aten call PyTorch's tracer
 records after its ``aten::Int``, so a saved trace runs at the value given then."""
@@ -403,3 +404,36 @@ def _all_any(aten):
 
 emits(reduction._All)(_all_any("all"))
 emits(reduction._Any)(_all_any("any"))
+
+
+# ----- products and nansum: a dtype given is spelled as torch's dtype= --------------------
+def _np_dtype_kw(np_dtype):
+    if np_dtype is None:
+        return ""
+    from ember.backend import dtypes
+    return f", dtype={literal(dtypes.from_numpy_dtype(np.dtype(np_dtype)))}"
+
+
+@emits(reduction.Nansum)
+def _nansum(em, node, x, axes, keepdim, np_dtype):
+    if axes is None:
+        axes = tuple(range(len(node.inputs[0].shape)))
+    return (f"torch.nansum({em.e(x)}, {em.ints(tuple(np.atleast_1d(axes)))}, "
+            f"{literal(bool(keepdim))}{_np_dtype_kw(np_dtype)})")
+
+
+@emits(reduction.Prod)
+def _prod(em, node, x, axis, keepdim, np_dtype):
+    if axis is None:
+        out = f"torch.prod({em.e(x)}{_np_dtype_kw(np_dtype)})"
+        if keepdim:
+            # aten's prod has no keepdim over all dims: the result reshaped to the rank
+            out = f"torch.reshape({out}, {em.ints((1,) * len(node.inputs[0].shape))})"
+        return out
+    return f"torch.prod({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))}{_np_dtype_kw(np_dtype)})"
+
+
+@emits(scan.Cumprod)
+def _cumprod(em, node, x, axis, np_dtype):
+    # a 0-d input's node has no axis (None): aten's dim is 0 there
+    return f"torch.cumprod({em.e(x)}, {em.e(0 if axis is None else axis)}{_np_dtype_kw(np_dtype)})"

@@ -67,9 +67,8 @@ _NOT_YET = (
     linalg_lu.Geqrf, linalg_lu.LuFactorEx,
     pooling.GatherFlat, power.RPowScalar, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D,
-    reduction.Nansum, reduction.Prod, reduction.ProdDim,
     reduction._CountNonzero, resample.Resample, resample.Take,
-    rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence, scan.Cumprod,
+    rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence,
     scan.GatherAlong, shape.Unfold)
 
 # the fills are written (``torch.fill``); the rest of the storage group is not
