@@ -83,6 +83,9 @@ _SPELLED = {
     "prod int": (lambda m, x: (x * 3).to(m.int32).prod(0), (3, 4), (5, 2)),
     "cumprod": (lambda m, x: m.cumprod(x, 1), (3, 4), (5, 2)),
     "cumprod float64": (lambda m, x: x.cumprod(0, dtype=m.float64), (3, 4), (5, 2)),
+    "div trunc": (lambda m, x: m.div(x * 7, x.abs() + 0.5, rounding_mode="trunc"), (3, 4),
+                  (5, 2)),
+    "div trunc scalar": (lambda m, x: (x * 7).div(-2, rounding_mode="trunc"), (3, 4), (5, 2)),
 }
 
 

@@ -4,7 +4,7 @@ and with their mean), the selecting reductions (``aminmax``, ``mode``, ``median`
 ``nanmedian`` along a dim), the running extremes (``cummax``, ``cummin``) and the
 writes along a dim (``index_copy``, ``scatter_add``); ``addcmul``/``addcdiv`` with
 their Scalar, ``all``/``any`` over dims, ``prod``, ``nansum`` and ``cumprod`` with their
-dtype; and the calls recorded whole
+dtype, ``div`` rounding ``'trunc'``; and the calls recorded whole
 because a traced 0-d tensor gave them an int they use in Python
 (:data:`ember._graph.names.INT_ARG_CALLS`), written as the aten call PyTorch's tracer
 records after its ``aten::Int``, so a saved trace runs at the value given then."""
@@ -14,6 +14,7 @@ from ember._graph.ir import Ref
 from ember.jit._codegen_emitter import emits, literal
 from ember.ops import (
     diagonals,
+    division,
     extrema,
     gather_scatter,
     index_along,
@@ -437,3 +438,8 @@ def _prod(em, node, x, axis, keepdim, np_dtype):
 def _cumprod(em, node, x, axis, np_dtype):
     # a 0-d input's node has no axis (None): aten's dim is 0 there
     return f"torch.cumprod({em.e(x)}, {em.e(0 if axis is None else axis)}{_np_dtype_kw(np_dtype)})"
+
+
+@emits(division.TruncDivide)
+def _trunc_divide(em, node, a, b):
+    return f"torch.div({em.e(a)}, {em.e(b)}, rounding_mode=\"trunc\")"
