@@ -86,6 +86,10 @@ _SPELLED = {
     "div trunc": (lambda m, x: m.div(x * 7, x.abs() + 0.5, rounding_mode="trunc"), (3, 4),
                   (5, 2)),
     "div trunc scalar": (lambda m, x: (x * 7).div(-2, rounding_mode="trunc"), (3, 4), (5, 2)),
+    "max": (lambda m, x: m.max(x), (3, 4), (5, 2)),
+    "min": (lambda m, x: x.min(), (3, 4), (5, 2)),
+    "median": (lambda m, x: m.median(x), (3, 4), (5, 3)),
+    "nanmedian": (lambda m, x: m.nanmedian(x.log()), (3, 4), (5, 3)),
 }
 
 

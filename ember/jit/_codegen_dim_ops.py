@@ -4,7 +4,8 @@ and with their mean), the selecting reductions (``aminmax``, ``mode``, ``median`
 ``nanmedian`` along a dim), the running extremes (``cummax``, ``cummin``) and the
 writes along a dim (``index_copy``, ``scatter_add``); ``addcmul``/``addcdiv`` with
 their Scalar, ``all``/``any`` over dims, ``prod``, ``nansum`` and ``cumprod`` with their
-dtype, ``div`` rounding ``'trunc'``; and the calls recorded whole
+dtype, ``div`` rounding ``'trunc'``, the whole-tensor ``max``/``min``/``median``/
+``nanmedian``; and the calls recorded whole
 because a traced 0-d tensor gave them an int they use in Python
 (:data:`ember._graph.names.INT_ARG_CALLS`), written as the aten call PyTorch's tracer
 records after its ``aten::Int``, so a saved trace runs at the value given then."""
@@ -443,3 +444,15 @@ def _cumprod(em, node, x, axis, np_dtype):
 @emits(division.TruncDivide)
 def _trunc_divide(em, node, a, b):
     return f"torch.div({em.e(a)}, {em.e(b)}, rounding_mode=\"trunc\")"
+
+
+def _whole(aten):
+    def emit(em, node, x):
+        return f"torch.{aten}({em.e(x)})"
+    return emit
+
+
+emits(extrema._MaxAll)(_whole("max"))
+emits(extrema._MinAll)(_whole("min"))
+emits(extrema._MedianAll)(_whole("median"))
+emits(extrema._NanmedianAll)(_whole("nanmedian"))
