@@ -5,7 +5,9 @@ the trace, and its saved TorchScript in ``torch.jit.load`` and ``ember.jit.load`
 eager's answer at another value and another shape. The ops along a dim that had no
 TorchScript spelling (``diagonal``, ``diag_embed``, ``var``/``std`` and with their
 mean, ``aminmax``, ``mode``/``median``, ``cummax``/``cummin``, ``index_copy``,
-``scatter_add``) save and run in ``torch.jit.load`` at other shapes. ``movedim`` and
+``scatter_add``), ``addcmul``/``addcdiv``, ``all``/``any`` over dims, ``prod``, ``nansum``
+and ``cumprod`` save and run
+in ``torch.jit.load`` at other shapes. ``movedim`` and
 ``Tensor.flip`` take the tensors torch takes (docs/differences.md, "jit.trace records
 the calls that use a traced int in Python (sixteenth pass)")."""
 import io
@@ -68,6 +70,26 @@ _SPELLED = {
     "index_copy": (lambda m, x: x.index_copy(0, m.tensor([1, 0]), x[:2] * 2), (3, 4), (5, 2)),
     "scatter_add": (lambda m, x: x.scatter_add(1, m.zeros(x.shape, dtype=m.int64), x),
                     (3, 4), (5, 2)),
+    "addcmul": (lambda m, x: m.addcmul(x, x, x * 2, value=0.5), (3, 4), (5, 2)),
+    "addcdiv": (lambda m, x: x.addcdiv(x, x.abs() + 1, value=-2), (3, 4), (5, 2)),
+    "all": (lambda m, x: m.all(x > 0), (3, 4), (5, 2)),
+    "any dim": (lambda m, x: m.any(x > 0, 1, keepdim=True), (3, 4), (5, 2)),
+    "all dims keepdim": (lambda m, x: (x > -1).all((0, 1), True), (3, 4), (5, 2)),
+    "any keepdim": (lambda m, x: m.any(x > 0, dim=None, keepdim=True), (3, 4), (5, 2)),
+    "nansum": (lambda m, x: m.nansum(x.log(), (0, 1), keepdim=True), (3, 4), (5, 2)),
+    "nansum all float64": (lambda m, x: x.log().nansum(dtype=m.float64), (3, 4), (5, 2)),
+    "prod": (lambda m, x: m.prod(x), (3, 4), (5, 2)),
+    "prod dim": (lambda m, x: x.prod(1, keepdim=True), (3, 4), (5, 2)),
+    "prod int": (lambda m, x: (x * 3).to(m.int32).prod(0), (3, 4), (5, 2)),
+    "cumprod": (lambda m, x: m.cumprod(x, 1), (3, 4), (5, 2)),
+    "cumprod float64": (lambda m, x: x.cumprod(0, dtype=m.float64), (3, 4), (5, 2)),
+    "div trunc": (lambda m, x: m.div(x * 7, x.abs() + 0.5, rounding_mode="trunc"), (3, 4),
+                  (5, 2)),
+    "div trunc scalar": (lambda m, x: (x * 7).div(-2, rounding_mode="trunc"), (3, 4), (5, 2)),
+    "max": (lambda m, x: m.max(x), (3, 4), (5, 2)),
+    "min": (lambda m, x: x.min(), (3, 4), (5, 2)),
+    "median": (lambda m, x: m.median(x), (3, 4), (5, 3)),
+    "nanmedian": (lambda m, x: m.nanmedian(x.log()), (3, 4), (5, 3)),
 }
 
 

@@ -2,7 +2,10 @@
 same shape: diagonals (``diagonal``, ``diag_embed``), the statistics (``var``, ``std``
 and with their mean), the selecting reductions (``aminmax``, ``mode``, ``median`` and
 ``nanmedian`` along a dim), the running extremes (``cummax``, ``cummin``) and the
-writes along a dim (``index_copy``, ``scatter_add``); and the calls recorded whole
+writes along a dim (``index_copy``, ``scatter_add``); ``addcmul``/``addcdiv`` with
+their Scalar, ``all``/``any`` over dims, ``prod``, ``nansum`` and ``cumprod`` with their
+dtype, ``div`` rounding ``'trunc'``, the whole-tensor ``max``/``min``/``median``/
+``nanmedian``; and the calls recorded whole
 because a traced 0-d tensor gave them an int they use in Python
 (:data:`ember._graph.names.INT_ARG_CALLS`), written as the aten call PyTorch's tracer
 records after its ``aten::Int``, so a saved trace runs at the value given then."""
@@ -10,7 +13,17 @@ import numpy as np
 
 from ember._graph.ir import Ref
 from ember.jit._codegen_emitter import emits, literal
-from ember.ops import diagonals, extrema, gather_scatter, index_along, scan, variance
+from ember.ops import (
+    diagonals,
+    division,
+    extrema,
+    gather_scatter,
+    index_along,
+    reduction,
+    scan,
+    ternary,
+    variance,
+)
 
 
 def _int(em, v):
@@ -367,3 +380,79 @@ def _movedim(em, node, input, source, destination):
     if isinstance(source, (tuple, list)):
         return f"torch.movedim({em.e(input)}, {_ints(em, source)}, {_ints(em, destination)})"
     return f"torch.movedim({em.e(input)}, {_int(em, source)}, {_int(em, destination)})"
+
+
+# ----- the pointwise ops with a Scalar, and all/any over dims -----------------------------
+def _addc(aten):
+    def emit(em, node, x, t1, t2, value):
+        return f"torch.{aten}({em.e(x)}, {em.e(t1)}, {em.e(t2)}, value={_number(em, value)})"
+    return emit
+
+
+emits(ternary.Addcmul)(_addc("addcmul"))
+emits(ternary.Addcdiv)(_addc("addcdiv"))
+
+
+def _all_any(aten):
+    def emit(em, node, x, axes, keepdim):
+        if axes is None:
+            axes = tuple(range(len(node.inputs[0].shape))) if keepdim else None
+        if axes is None:
+            return f"torch.{aten}({em.e(x)})"
+        return (f"torch.{aten}({em.e(x)}, {em.ints(tuple(np.atleast_1d(axes)))}, "
+                f"{literal(bool(keepdim))})")
+    return emit
+
+
+emits(reduction._All)(_all_any("all"))
+emits(reduction._Any)(_all_any("any"))
+
+
+# ----- products and nansum: a dtype given is spelled as torch's dtype= --------------------
+def _np_dtype_kw(np_dtype):
+    if np_dtype is None:
+        return ""
+    from ember.backend import dtypes
+    return f", dtype={literal(dtypes.from_numpy_dtype(np.dtype(np_dtype)))}"
+
+
+@emits(reduction.Nansum)
+def _nansum(em, node, x, axes, keepdim, np_dtype):
+    if axes is None:
+        axes = tuple(range(len(node.inputs[0].shape)))
+    return (f"torch.nansum({em.e(x)}, {em.ints(tuple(np.atleast_1d(axes)))}, "
+            f"{literal(bool(keepdim))}{_np_dtype_kw(np_dtype)})")
+
+
+@emits(reduction.Prod)
+def _prod(em, node, x, axis, keepdim, np_dtype):
+    if axis is None:
+        out = f"torch.prod({em.e(x)}{_np_dtype_kw(np_dtype)})"
+        if keepdim:
+            # aten's prod has no keepdim over all dims: the result reshaped to the rank
+            out = f"torch.reshape({out}, {em.ints((1,) * len(node.inputs[0].shape))})"
+        return out
+    return f"torch.prod({em.e(x)}, {em.e(axis)}, {literal(bool(keepdim))}{_np_dtype_kw(np_dtype)})"
+
+
+@emits(scan.Cumprod)
+def _cumprod(em, node, x, axis, np_dtype):
+    # a 0-d input's node has no axis (None): aten's dim is 0 there
+    return f"torch.cumprod({em.e(x)}, {em.e(0 if axis is None else axis)}{_np_dtype_kw(np_dtype)})"
+
+
+@emits(division.TruncDivide)
+def _trunc_divide(em, node, a, b):
+    return f"torch.div({em.e(a)}, {em.e(b)}, rounding_mode=\"trunc\")"
+
+
+def _whole(aten):
+    def emit(em, node, x):
+        return f"torch.{aten}({em.e(x)})"
+    return emit
+
+
+emits(extrema._MaxAll)(_whole("max"))
+emits(extrema._MinAll)(_whole("min"))
+emits(extrema._MedianAll)(_whole("median"))
+emits(extrema._NanmedianAll)(_whole("nanmedian"))

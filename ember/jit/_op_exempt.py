@@ -22,8 +22,6 @@ from ember.ops import (
     conversion,
     ctc,
     diagonals,
-    elementwise,
-    extrema,
     fft,
     gather_scatter,
     index_along,
@@ -50,14 +48,11 @@ __all__ = ["NO_TORCHSCRIPT"]
 # index arrays, several ember ops for one aten op): each needs an emitter, not yet written
 _NOT_YET = (
     "its arguments differ from its aten schema's; no emitter written yet",
-    elementwise.Addcdiv, elementwise.Addcmul,
     index_along.IndexFillValue, gather_scatter.ScatterValue, gather_scatter.ScatterReduceArg,
     index_scatter.IndexReduce,
     indexing.SetItemCopy, indexing.SetItemSlices,
     _einsum.DiagEmbed, _einsum.Diagonal, _einsum.Einsum, conv.Fold, conv.Unfold,
     ctc.CtcNll, diagonals.DiagonalScatter,
-    elementwise.TruncDivide, extrema._MaxAll, extrema._MinAll, extrema._MedianAll,
-    extrema._NanmedianAll,
     fft.FftC2C, fft.FftC2R, fft.FftR2C, index_along.IndexAdd,
     index_along.IndexFill, gather_scatter.Scatter,
     gather_scatter.ScatterReduce, indexing.GetItemAdvanced,
@@ -68,9 +63,8 @@ _NOT_YET = (
     linalg_lu.Geqrf, linalg_lu.LuFactorEx,
     pooling.GatherFlat, power.RPowScalar, pooling.MaxUnpool, pooling.MaxUnpool3D,
     adaptive_pooling.AdaptiveAvgPool, adaptive_pooling.AdaptiveAvgPool3D,
-    reduction.Nansum, reduction.Prod, reduction.ProdDim, reduction._All, reduction._Any,
     reduction._CountNonzero, resample.Resample, resample.Take,
-    rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence, scan.Cumprod,
+    rnn_packing.PackPadded, rnn_packing.PadPacked, rnn_packing.PadSequence,
     scan.GatherAlong, shape.Unfold)
 
 # the fills are written (``torch.fill``); the rest of the storage group is not
