@@ -207,7 +207,9 @@ def _noise(input, shape, q):
     drawn as PyTorch draws its dropout masks: ``empty_like(input).bernoulli_(q)``, which
     fills a transposed input's mask in its memory order; a feature mask is
     ``empty(shape)``)."""
-    if shape == tuple(input.shape):
+    if shape == tuple(input.shape) and not _mode_active[0]:
+        # (under a capture the mask must be a recorded draw: ``empty_like_layout``'s
+        # buffer is not recorded, so a trace would keep the example's mask as a constant)
         return empty_like_layout(input).bernoulli_(q)
     return ember.empty(shape, dtype=input.dtype, device=input.device).bernoulli_(q)
 
