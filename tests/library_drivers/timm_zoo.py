@@ -12,12 +12,11 @@ float64: batch norm over a batch of 4 and tiny feature maps turns float32's 1-ul
 differences into 1e-3 (see timm_models.py); in float64 every number agrees to 1e-9.
 
 Usage: ``timm_zoo.py OUT.npz [FAMILY ...]`` (all of ``MODELS`` by default)."""
-import sys
-import time
 
 import numpy as np
 import torch
 import torchvision_placeholders
+import zoo_runner
 
 torchvision_placeholders.install()
 import timm  # noqa: E402
@@ -169,14 +168,4 @@ def run(key, out):
 
 if __name__ == "__main__":
     torch.set_default_dtype(torch.float64)
-    out = {}
-    for key in sys.argv[2:] or MODELS:
-        start = time.process_time()
-        try:
-            run(key, out)
-        except Exception as e:  # recorded, compared with the other run by the test
-            out = {k: v for k, v in out.items() if not k.startswith(f"{key}/")}
-            out[f"{key}/error"] = np.array(f"{type(e).__name__}: {e}"[:300])
-        print(f"seconds {key} {time.process_time() - start:.2f}", flush=True)
-    np.savez(sys.argv[1], **out)
-    print("done", torch.__version__, timm.__version__)
+    zoo_runner.main(run, MODELS, (torch.__version__, timm.__version__))

@@ -8,8 +8,6 @@ command line, under the model's key; a model that raises records its error inste
 
 Usage: ``transformers_zoo.py OUT.npz [KEY ...]`` (all of ``MODELS`` by default)."""
 import os
-import sys
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -17,6 +15,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
+import zoo_runner  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
@@ -276,14 +275,4 @@ def build_and_run(key, cls_name, config, batch, prompt, out):
 
 
 if __name__ == "__main__":
-    out = {}
-    for key in sys.argv[2:] or MODELS:
-        start = time.process_time()
-        try:
-            run(key, out)
-        except Exception as e:  # recorded, compared with the other run by the test
-            out = {k: v for k, v in out.items() if not k.startswith(f"{key}/")}
-            out[f"{key}/error"] = np.array(f"{type(e).__name__}: {e}"[:300])
-        print(f"seconds {key} {time.process_time() - start:.2f}", flush=True)
-    np.savez(sys.argv[1], **out)
-    print("done", torch.__version__, transformers.__version__)
+    zoo_runner.main(run, MODELS, (torch.__version__, transformers.__version__))
