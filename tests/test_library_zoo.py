@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,27 @@ def test_dropout_of_a_transposed_input_draws_torch_mask():
                           memory_format=m.channels_last), 0.5).numpy()))
     for want, got in zip(*masks):
         np.testing.assert_array_equal(got, want)
+
+
+def test_dropout_mask_under_the_profiler_and_under_a_trace():
+    # the profiler only watches: a transposed input's mask is still torch's; a trace must
+    # record the draw (a replay draws a new mask), not keep the example's as a constant
+    import torch
+
+    import ember
+    masks = []
+    for m in (torch, ember):
+        m.manual_seed(0)
+        x = m.ones(3, 40).t()
+        with m.profiler.profile():
+            masks.append(m.nn.functional.dropout(x, 0.5).numpy())
+    np.testing.assert_array_equal(masks[1], masks[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = ember.jit.trace(lambda x: ember.nn.functional.dropout(x.t(), 0.5),
+                                 ember.ones(40, 3), check_trace=False)
+    a, b = traced(ember.ones(40, 3)), traced(ember.ones(40, 3))
+    assert not np.array_equal(a.numpy(), b.numpy())
 
 
 def test_to_with_none_positionally_is_torch_to_device_none():

@@ -10,7 +10,7 @@ import warnings
 
 from ember import _core as ember
 from ember._random_layout import empty_like_layout
-from ember._tensor import Tensor, _mode_active, _mode_recorder
+from ember._tensor import Tensor, _mode_active, _mode_recorder, _mode_stack
 from ember.autograd._modes import routed
 from ember.autograd.grad_mode import no_grad
 
@@ -201,13 +201,20 @@ def _check_p(p):
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+def _recording_modes():
+    """Whether a mode other than an observer (the profiler's) is on the stack: a graph
+    capture, which sees only the ops it records."""
+    n = _mode_active[0]
+    return bool(n) and not all(getattr(_mode_stack[i], "observer", False) for i in range(n))
+
+
 @routed  # vmap has a function-level rule for it (ember.func._function_rules)
 def _noise(input, shape, q):
     """A 0/1 tensor of ``shape`` in input's dtype, 1 with probability ``q`` (ember's RNG,
     drawn as PyTorch draws its dropout masks: ``empty_like(input).bernoulli_(q)``, which
     fills a transposed input's mask in its memory order; a feature mask is
     ``empty(shape)``)."""
-    if shape == tuple(input.shape) and not _mode_active[0]:
+    if shape == tuple(input.shape) and not _recording_modes():
         # (under a capture the mask must be a recorded draw: ``empty_like_layout``'s
         # buffer is not recorded, so a trace would keep the example's mask as a constant)
         return empty_like_layout(input).bernoulli_(q)
