@@ -27,6 +27,7 @@ CASES = {
     "addcdiv": (lambda m, x, a, b: m.addcdiv(x, a, b, value=-2.0), [(2, 3)] * 3),
     "roll_dims": (lambda m, x: m.roll(x, (1, -4), (0, 2)), [(2, 3, 3)]),
     "roll_flat": (lambda m, x: x.roll(5), [(2, 3)]),
+    "roll_empty_dim": (lambda m, x: m.roll(x, 2, 1), [(2, 0, 3)]),  # (no Mod by 0)
 }
 
 

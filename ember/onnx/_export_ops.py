@@ -610,6 +610,8 @@ def _roll(g, node, x, shifts, dims):
     for s, d in zip(shifts, dims):
         n = g.op("Gather", [g.op("Shape", [t]), i64(d, "dim")])
         idx = g.op("Range", [i64(0, "zero"), n, i64(1, "one")])
-        idx = g.op("Mod", [g.op("Sub", [idx, i64(s, "shift")]), n])
+        # (the divisor at least 1: an empty dim has no indices, and Mod by 0 raises)
+        idx = g.op("Mod", [g.op("Sub", [idx, i64(s, "shift")]),
+                           g.op("Max", [n, i64(1, "one")])])
         t = g.op("Gather", [t, idx], axis=d)
     return g.op("Reshape", [t, shape]) if flat else t
