@@ -55,6 +55,18 @@ DTYPES = (torch.float32, torch.int64)
 GROWN = 4
 
 
+class Call(ember.nn.Module):
+    """A module whose forward is ``fn``: what ``jit.trace`` and ``onnx.export`` of a plain
+    call are given in the trace and export tests."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
 def _kind(skeleton, leaves):
     """The structure's key: the arguments with each tensor replaced by its dtype and
     rank (two samples with the same key trace to functions of the same signature)."""

@@ -7,18 +7,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from opdb_trace import Call
 
 import ember
-
-
-class _Call(ember.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
 
 CASES = {
     # name: (the call, given the library, and the operands' shapes at batch 2)
@@ -34,7 +25,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_exports_and_follows_the_batch(name):
     fn, shapes = CASES[name]
-    model = _Call(lambda *xs: fn(ember, *xs))
+    model = Call(lambda *xs: fn(ember, *xs))
     args = tuple(ember.rand(*s) + 0.5 for s in shapes)
     names = [f"x{i}" for i in range(len(shapes))]
     dyn = {n: {0: "b"} for n, s in zip(names, shapes) if s[0] != 1}
@@ -51,7 +42,7 @@ def test_exports_and_follows_the_batch(name):
 
 
 def test_mixed_dtypes_raise():
-    model = _Call(ember.addcmul)
+    model = Call(ember.addcmul)
     args = (ember.rand(2, 3), ember.rand(2, 3, dtype=ember.float64), ember.rand(2, 3))
     with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="mixed dtypes"):
         ember.onnx.export(model, args, io.BytesIO())

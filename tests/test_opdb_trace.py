@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from opdb_trace import run_all
+from opdb_trace import Call, run_all
 
 import ember
 import ember.onnx
@@ -202,19 +202,10 @@ def _saved(traced):
     return torch.jit.load(buf)
 
 
-class _Call(ember.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
 def _trace(fn, *xs):
     with warnings.catch_warnings():
         warnings.simplefilter("error", ember.jit.TracerWarning)
-        return ember.jit.trace(_Call(fn), xs, check_trace=False)
+        return ember.jit.trace(Call(fn), xs, check_trace=False)
 
 
 @pytest.mark.parametrize("op", ["div", "true_divide", "trapezoid"])
@@ -298,7 +289,7 @@ def test_hash_tensor_trace_reads_its_input(dim):
         np.testing.assert_array_equal(traced(ember.tensor(x)).numpy(), want.numpy())
         np.testing.assert_array_equal(loaded(torch.tensor(x)).numpy(), want.numpy())
     with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="hash_tensor"):
-        ember.onnx.export(_Call(lambda x: ember.hash_tensor(x, dim)), (ember.randn(2, 3),),
+        ember.onnx.export(Call(lambda x: ember.hash_tensor(x, dim)), (ember.randn(2, 3),),
                           io.BytesIO())
 
 
@@ -324,7 +315,7 @@ def test_kthvalue_trace_chooses_at_each_call(keepdim):
     traced = _trace(fn, ember.randn(3, 4))
     loaded = _saved(traced)
     buf = io.BytesIO()
-    ember.onnx.export(_Call(fn), (ember.randn(3, 4),), buf, input_names=["x"],
+    ember.onnx.export(Call(fn), (ember.randn(3, 4),), buf, input_names=["x"],
                       dynamic_axes={"x": {0: "n", 1: "m"}})
     import onnxruntime as ort
     sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
@@ -375,7 +366,7 @@ def test_onnx_takes_a_tensor_start_as_an_input():
     into the file (the exporter raised TypeError, then refused it); as in PyTorch's
     exporter it is Slice's start, so onnxruntime follows it."""
     import onnxruntime as ort
-    m = _Call(lambda x, s: ember.narrow(x, 1, s, 2))
+    m = Call(lambda x, s: ember.narrow(x, 1, s, 2))
     buf = io.BytesIO()
     x = ember.randn(3, 5)
     ember.onnx.export(m, (x, ember.tensor(1)), buf, input_names=["x", "s"])
@@ -391,7 +382,7 @@ def test_zero_dim_cumsum_saves_and_exports():
     traced = _trace(lambda x: ember.cumsum(x, 0), ember.tensor(1.5))
     assert float(_saved(traced)(torch.tensor(-2.5))) == -2.5
     buf = io.BytesIO()
-    ember.onnx.export(_Call(lambda x: ember.cumsum(x, 0)), (ember.tensor(1.5),), buf,
+    ember.onnx.export(Call(lambda x: ember.cumsum(x, 0)), (ember.tensor(1.5),), buf,
                       input_names=["x"])
     import onnxruntime as ort
     sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
@@ -414,14 +405,14 @@ def test_take_along_dim_trace_broadcasts_at_each_call():
     np.testing.assert_array_equal(traced(ember.tensor(x2), ember.tensor(i2)).numpy(), want)
     np.testing.assert_array_equal(loaded(torch.tensor(x2), torch.tensor(i2)).numpy(), want)
     with pytest.raises(ember.onnx.UnsupportedOnnxExport, match="take_along_dim"):
-        ember.onnx.export(_Call(fn), (x, i), io.BytesIO())
+        ember.onnx.export(Call(fn), (x, i), io.BytesIO())
 
 
 @pytest.mark.parametrize("fn", [lambda x: x.permute(()), lambda x: ember.permute_copy(x, ())])
 def test_zero_dim_permute_exports(fn):
     """ONNX cannot write an empty perm: Identity (the exporter raised ValueError)."""
     buf = io.BytesIO()
-    ember.onnx.export(_Call(fn), (ember.tensor(1.5),), buf, input_names=["x"])
+    ember.onnx.export(Call(fn), (ember.tensor(1.5),), buf, input_names=["x"])
     import onnxruntime as ort
     sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {"x": np.array(-2.5, np.float32)})[0]

@@ -6,8 +6,7 @@ eager's answer at another value and another shape. The ops along a dim that had 
 TorchScript spelling (``diagonal``, ``diag_embed``, ``var``/``std`` and with their
 mean, ``aminmax``, ``mode``/``median``, ``cummax``/``cummin``, ``index_copy``,
 ``scatter_add``), ``addcmul``/``addcdiv``, ``all``/``any`` over dims, ``prod``, ``nansum``
-and ``cumprod`` save and run
-in ``torch.jit.load`` at other shapes. ``movedim`` and
+and ``cumprod`` save and run in ``torch.jit.load`` at other shapes. ``movedim`` and
 ``Tensor.flip`` take the tensors torch takes (docs/differences.md, "jit.trace records
 the calls that use a traced int in Python (sixteenth pass)")."""
 import io

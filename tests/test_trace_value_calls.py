@@ -13,18 +13,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from opdb_trace import Call
 
 import ember
 import ember.onnx
-
-
-class _Call(ember.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def _tuple(x):
@@ -50,7 +42,7 @@ def _replays(fn, torch_fn, example, others, exact=True):
     ``others`` (torch's eager answer for torch.jit.load)."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", ember.jit.TracerWarning)
-        traced = ember.jit.trace(_Call(fn), example, check_trace=False)
+        traced = ember.jit.trace(Call(fn), example, check_trace=False)
     buf = io.BytesIO()
     ember.jit.save(traced, buf)
     buf.seek(0)
@@ -70,7 +62,7 @@ def _replays(fn, torch_fn, example, others, exact=True):
 def _session(fn, example):
     names = [f"x{i}" for i in range(len(example))]
     buf = io.BytesIO()
-    ember.onnx.export(_Call(fn), example, buf, input_names=names,
+    ember.onnx.export(Call(fn), example, buf, input_names=names,
                       dynamic_axes={n: list(range(x.dim())) for n, x in zip(names, example)})
     sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
     return lambda *xs: sess.run(None, {n: x.numpy() for n, x in zip(names, xs)})
@@ -78,7 +70,7 @@ def _session(fn, example):
 
 def _refused(fn, example, name):
     with pytest.raises(ember.onnx.UnsupportedOnnxExport, match=name):
-        ember.onnx.export(_Call(fn), example, io.BytesIO())
+        ember.onnx.export(Call(fn), example, io.BytesIO())
 
 
 _V = ember.tensor([3., 1., 3., 2.])
@@ -106,9 +98,9 @@ def test_unique_along_a_dim_and_its_saved_call():
     example = (ember.tensor([[1., 2.], [1., 2.], [0., 3.]]),)
     others = [(ember.tensor([[5., 2.], [1., 2.], [5., 2.], [0., 0.]]),)]
     _replays(fn, lambda x: torch.unique(x, dim=0, return_inverse=True), example, others)
-    code = ember.jit.trace(_Call(fn), example, check_trace=False).code
+    code = ember.jit.trace(Call(fn), example, check_trace=False).code
     assert "torch.unique_dim(" in code
-    assert "torch._unique2(" in ember.jit.trace(_Call(ember.unique), (_V,)).code
+    assert "torch._unique2(" in ember.jit.trace(Call(ember.unique), (_V,)).code
 
 
 @pytest.mark.parametrize("dim", [None, 0])
@@ -172,7 +164,7 @@ def test_inv_ex_reports_a_singular_matrix():
     singular = ember.tensor([[1., 2.], [2., 4.]])
     _replays(ember.linalg.inv_ex, torch.linalg.inv_ex, (_randn(2, 2),),
              [(singular,), (_randn(3, 3),)], exact=False)
-    info = ember.jit.trace(_Call(ember.linalg.inv_ex), (_randn(2, 2),))(singular)[1]
+    info = ember.jit.trace(Call(ember.linalg.inv_ex), (_randn(2, 2),))(singular)[1]
     assert int(info) == 2
 
 
@@ -201,7 +193,7 @@ def test_masked_reduction_broadcasts_the_mask_of_each_call(op):
     narrow = ember.tensor(g.random((5, 5, 1)) > 0.3)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ember.jit.TracerWarning)
-        traced = ember.jit.trace(_Call(fn), (x, full), check_trace=False)
+        traced = ember.jit.trace(Call(fn), (x, full), check_trace=False)
     _same(traced(x, narrow), fn(x, narrow), exact=False)
     _same(ember.compile(fn)(x, narrow), fn(x, narrow), exact=False)
 
